@@ -1,0 +1,183 @@
+//! The expert index: which tensors hold routed experts, where each expert's bytes live
+//! (shard, absolute offset, bytes per expert, type), and the hyperparameters the planner
+//! needs. Everything comes from GGUF metadata; nothing here knows a model by name.
+
+use std::path::PathBuf;
+
+use super::{GgmlType, GgufError, GgufModel, Value};
+
+/// One 3-D expert tensor (`ne[2] == expert_count`) of one layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpertTensor {
+    pub name: String,
+    /// Index into [`ModelIndex::files`].
+    pub file: usize,
+    /// Absolute file offset of expert 0.
+    pub offset: u64,
+    /// Bytes of one expert's slice (`nb[2]`); expert `e` starts at `offset + e * bytes_per_expert`.
+    pub bytes_per_expert: u64,
+    pub ggml_type: GgmlType,
+}
+
+/// The routed experts of one MoE layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeLayer {
+    pub layer: u32,
+    pub tensors: Vec<ExpertTensor>,
+}
+
+impl MoeLayer {
+    /// Bytes of one expert across all of this layer's expert tensors (gate + up + down).
+    pub fn bytes_per_expert(&self) -> u64 {
+        self.tensors.iter().map(|t| t.bytes_per_expert).sum()
+    }
+}
+
+/// What the pager and planner need to know about a model, from its GGUF headers.
+#[derive(Debug, Clone)]
+pub struct ModelIndex {
+    pub files: Vec<PathBuf>,
+    pub file_sizes: Vec<u64>,
+    pub arch: String,
+    pub n_layer: u32,
+    pub n_embd: u64,
+    pub n_head: u64,
+    /// The largest per-layer KV head count (hybrid models give an array).
+    pub n_head_kv: u64,
+    pub head_dim_k: u64,
+    pub head_dim_v: u64,
+    pub n_vocab: u64,
+    pub context_length: u64,
+    /// 0 for a dense model.
+    pub n_expert: u32,
+    pub n_expert_used: u32,
+    pub expert_ff: u64,
+    /// MoE layers in layer order; empty for a dense model.
+    pub layers: Vec<MoeLayer>,
+    /// Bytes of all tensor data.
+    pub tensor_bytes: u64,
+    pub expert_bytes: u64,
+}
+
+fn meta_u64(model: &GgufModel, key: &str) -> Option<u64> {
+    match model.get(key)? {
+        Value::Array { items, .. } => items.iter().filter_map(Value::as_u64).max(),
+        v => v.as_u64(),
+    }
+}
+
+/// Parses `blk.<N>.` at the start of a tensor name.
+pub fn layer_of(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("blk.")?;
+    let (n, _) = rest.split_once('.')?;
+    n.parse().ok()
+}
+
+impl ModelIndex {
+    pub fn build(model: &GgufModel) -> Result<ModelIndex, GgufError> {
+        let path = model.first_path().to_path_buf();
+        let bad = |key: &str, reason: &str| GgufError::BadMetadata {
+            path: path.clone(),
+            key: key.to_string(),
+            reason: reason.to_string(),
+        };
+        let arch = model
+            .get("general.architecture")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("general.architecture", "missing or not a string"))?
+            .to_string();
+        let key = |k: &str| format!("{arch}.{k}");
+        let get = |k: &str| meta_u64(model, &key(k));
+        let n_layer = get("block_count").ok_or_else(|| bad(&key("block_count"), "missing"))? as u32;
+        let n_embd =
+            get("embedding_length").ok_or_else(|| bad(&key("embedding_length"), "missing"))?;
+        let n_head = get("attention.head_count").unwrap_or(0);
+        let n_head_kv = get("attention.head_count_kv").unwrap_or(n_head);
+        let head_dim = if n_head > 0 { n_embd / n_head } else { 0 };
+        let head_dim_k = get("attention.key_length").unwrap_or(head_dim);
+        let head_dim_v = get("attention.value_length").unwrap_or(head_dim);
+        let n_vocab = model
+            .get("tokenizer.ggml.tokens")
+            .and_then(Value::as_array)
+            .map(|a| a.len() as u64)
+            .or_else(|| get("vocab_size"))
+            .unwrap_or(0);
+        let context_length = get("context_length").unwrap_or(0);
+        let n_expert = get("expert_count").unwrap_or(0) as u32;
+        let n_expert_used = get("expert_used_count").unwrap_or(0) as u32;
+        let expert_ff = get("expert_feed_forward_length").unwrap_or(0);
+
+        let mut layers: Vec<MoeLayer> = Vec::new();
+        let mut tensor_bytes = 0u64;
+        let mut expert_bytes = 0u64;
+        for (file, shard) in model.shards.iter().enumerate() {
+            for t in &shard.tensors {
+                tensor_bytes += t.n_bytes;
+                let is_expert =
+                    n_expert > 0 && t.dims.len() == 3 && t.dims[2] == u64::from(n_expert);
+                let Some(layer) = layer_of(&t.name).filter(|_| is_expert) else {
+                    continue;
+                };
+                expert_bytes += t.n_bytes;
+                let et = ExpertTensor {
+                    name: t.name.clone(),
+                    file,
+                    offset: shard.abs_offset(t),
+                    bytes_per_expert: t.n_bytes / u64::from(n_expert),
+                    ggml_type: t.ggml_type,
+                };
+                match layers.iter_mut().find(|l| l.layer == layer) {
+                    Some(l) => l.tensors.push(et),
+                    None => layers.push(MoeLayer {
+                        layer,
+                        tensors: vec![et],
+                    }),
+                }
+            }
+        }
+        layers.sort_by_key(|l| l.layer);
+        if n_expert > 0 && n_expert_used == 0 {
+            return Err(bad(
+                &key("expert_used_count"),
+                "missing or 0 in a model with experts",
+            ));
+        }
+        Ok(ModelIndex {
+            files: model.shards.iter().map(|s| s.path.clone()).collect(),
+            file_sizes: model.shards.iter().map(|s| s.file_size).collect(),
+            arch,
+            n_layer,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_vocab,
+            context_length,
+            n_expert,
+            n_expert_used,
+            expert_ff,
+            layers,
+            tensor_bytes,
+            expert_bytes,
+        })
+    }
+
+    pub fn is_moe(&self) -> bool {
+        !self.layers.is_empty()
+    }
+
+    pub fn model_bytes(&self) -> u64 {
+        self.file_sizes.iter().sum()
+    }
+
+    /// Everything in the files that is not a routed expert: dense weights, shared experts,
+    /// embeddings, and the headers.
+    pub fn non_expert_bytes(&self) -> u64 {
+        self.model_bytes() - self.expert_bytes
+    }
+
+    pub fn layer(&self, layer: u32) -> Option<&MoeLayer> {
+        self.layers.iter().find(|l| l.layer == layer)
+    }
+}

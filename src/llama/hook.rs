@@ -1,0 +1,203 @@
+//! The `cb_eval` hook: a C trampoline that llama.cpp's scheduler calls for every graph node.
+//! It asks to see only `ffn_moe_topk-<layer>`, reads the routed expert ids before that
+//! layer's `mul_mat_id` runs, and hands them to the pager. It also checks, once per expert
+//! tensor, that `mul_mat_id` reads the weights from llama.cpp's file mapping.
+//!
+//! On the hot path: no allocation, one uncontended lock, and no panic crosses the FFI
+//! boundary (`catch_unwind`; a panic disables paging and is reported through a flag).
+
+use std::ffi::{c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use llama_cpp_sys_2::{ggml_tensor, GGML_OP_MUL_MAT_ID, GGML_TYPE_I32};
+
+use crate::os::{OsAdvisor, RssProbe};
+use crate::pager::Pager;
+use crate::stats::RunStats;
+
+const TOPK_PREFIX: &[u8] = b"ffn_moe_topk-";
+
+/// Where an expert tensor's data must be if llama.cpp reads it from the file mapping.
+#[derive(Debug)]
+pub struct ExpectedTensor {
+    pub name: String,
+    pub addr: usize,
+    pub seen: bool,
+}
+
+/// The paging state the hook drives once the model and context exist.
+pub struct Active {
+    pub pager: Pager<OsAdvisor>,
+    pub rss: RssProbe,
+    /// Measured RSS above this makes the hook evict more (the budget, less a guard band).
+    pub rss_limit: u64,
+    pub expected: Vec<ExpectedTensor>,
+    pub unverified: usize,
+}
+
+/// Shared with the C callback through `cb_eval_user_data`. Boxed by the session so its
+/// address is stable for the life of the context.
+pub struct HookState {
+    pub active: Mutex<Option<Active>>,
+    pub stats: Arc<RunStats>,
+    /// Set when an expert tensor is computed from memory outside the file mapping
+    /// (repacked or copied weights): paging it would be wrong, so the run must stop.
+    pub foreign_tensor: Mutex<Option<String>>,
+    pub foreign: AtomicBool,
+}
+
+impl HookState {
+    pub fn new(stats: Arc<RunStats>) -> HookState {
+        HookState {
+            active: Mutex::new(None),
+            stats,
+            foreign_tensor: Mutex::new(None),
+            foreign: AtomicBool::new(false),
+        }
+    }
+
+    fn on_node(&self, t: &ggml_tensor, ask: bool) -> bool {
+        // SAFETY: ggml keeps `name` NUL-terminated within its 64 bytes.
+        let name = unsafe { CStr::from_ptr(t.name.as_ptr()) }.to_bytes();
+        if ask {
+            if name.starts_with(TOPK_PREFIX) {
+                return true;
+            }
+            if t.op == GGML_OP_MUL_MAT_ID {
+                self.verify(t);
+            }
+            return false;
+        }
+        if !name.starts_with(TOPK_PREFIX) || t.type_ != GGML_TYPE_I32 || t.data.is_null() {
+            return true;
+        }
+        let Some(layer) = parse_u32(&name[TOPK_PREFIX.len()..]) else {
+            return true;
+        };
+        self.stats.hook_calls.inc();
+        let Ok(mut guard) = self.active.lock() else {
+            return true;
+        };
+        let Some(active) = guard.as_mut() else {
+            return true;
+        };
+        let (n_used, n_tokens, row_stride) =
+            (t.ne[0].max(0) as usize, t.ne[1].max(0) as usize, t.nb[1]);
+        let base = t.data as *const u8;
+        let ids = (0..n_tokens).flat_map(move |row| {
+            (0..n_used).map(move |col| {
+                // SAFETY: `data` is the topk view of `ne[1]` rows of `ne[0]` i32s, rows `nb[1]`
+                // bytes apart; the scheduler has computed it and it stays alive during this call.
+                unsafe { (base.add(row * row_stride + col * 4) as *const i32).read_unaligned() }
+            })
+        });
+        active.pager.route(layer, n_tokens as u64, ids);
+        let rss = active.rss.rss_bytes();
+        if rss > active.rss_limit {
+            let excess = rss - active.rss_limit;
+            let target = active.pager.resident_bytes().saturating_sub(excess);
+            active.pager.shrink_to(target);
+            self.stats.pager.guard_shrinks.inc();
+        }
+        true
+    }
+
+    /// Check once per expert tensor that `mul_mat_id` reads it from the file mapping.
+    fn verify(&self, t: &ggml_tensor) {
+        let src = t.src[0];
+        if src.is_null() {
+            return;
+        }
+        // SAFETY: `src[0]` of a MUL_MAT_ID node is the expert weight tensor, alive for the model's life.
+        let src = unsafe { &*src };
+        let Ok(mut guard) = self.active.lock() else {
+            return;
+        };
+        let Some(active) = guard.as_mut() else {
+            return;
+        };
+        if active.unverified == 0 {
+            return;
+        }
+        // SAFETY: as above, `name` is NUL-terminated.
+        let name = unsafe { CStr::from_ptr(src.name.as_ptr()) }.to_bytes();
+        let Some(e) = active
+            .expected
+            .iter_mut()
+            .find(|e| e.name.as_bytes() == name)
+        else {
+            return;
+        };
+        if e.seen {
+            return;
+        }
+        e.seen = true;
+        active.unverified -= 1;
+        if src.data as usize != e.addr {
+            self.foreign.store(true, Ordering::Relaxed);
+            if let Ok(mut f) = self.foreign_tensor.lock() {
+                *f = Some(format!(
+                    "{} is at {:#x}, outside llama.cpp's file mapping (expected {:#x})",
+                    e.name, src.data as usize, e.addr
+                ));
+            }
+        }
+    }
+}
+
+fn parse_u32(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u32 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u32::from(d - b'0'))?;
+    }
+    Some(v)
+}
+
+/// The C callback. `user_data` is a `*const HookState`.
+///
+/// # Safety
+/// Called by llama.cpp only: `t` is a valid tensor and `user_data` the `HookState` the
+/// session registered, which outlives the context.
+pub unsafe extern "C" fn trampoline(
+    t: *mut ggml_tensor,
+    ask: bool,
+    user_data: *mut c_void,
+) -> bool {
+    if t.is_null() || user_data.is_null() {
+        return !ask;
+    }
+    // SAFETY: per this function's contract, both pointers are valid for the call.
+    let (state, tensor) = unsafe { (&*(user_data as *const HookState), &*t) };
+    match catch_unwind(AssertUnwindSafe(|| state.on_node(tensor, ask))) {
+        Ok(answer) => answer,
+        Err(_) => {
+            state.stats.hook_panicked.store(true, Ordering::Relaxed);
+            if let Ok(mut g) = state.active.lock() {
+                *g = None;
+            }
+            // Keep computing: the answer only selects nodes to observe, never changes compute.
+            !ask
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_u32;
+
+    #[test]
+    fn parses_layer_suffix() {
+        assert_eq!(parse_u32(b"17"), Some(17));
+        assert_eq!(parse_u32(b""), None);
+        assert_eq!(parse_u32(b"3x"), None);
+        assert_eq!(parse_u32(b"99999999999"), None);
+    }
+}

@@ -1,0 +1,466 @@
+//! A llama.cpp session: load, measure, attach the pager, generate.
+
+use std::io::Write;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use super::hook::{trampoline, Active, ExpectedTensor, HookState};
+use crate::gguf::ModelIndex;
+use crate::os::{self, FileMapping, OsAdvisor, RssProbe};
+use crate::pager::{ExpertSlice, LayerSpec, Pager, PagerConfig};
+use crate::plan::{self, Measured};
+use crate::stats::RunStats;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("RAM budget {budget_mb} MiB is below the minimum of {min_mb} MiB for this model at ctx {n_ctx}, ubatch {n_ubatch} (measured after load: reserve {reserve_mb} MiB + one ubatch's experts {working_set_mb} MiB); raise --ram-budget-mb, or lower -c / -ub")]
+    BudgetTooSmall {
+        budget_mb: u64,
+        min_mb: u64,
+        reserve_mb: u64,
+        working_set_mb: u64,
+        n_ctx: u32,
+        n_ubatch: u32,
+    },
+    #[error("the prompt is empty: give text with -p or a non-empty file with -f")]
+    EmptyPrompt,
+    #[error("context too small: the prompt has {prompt} tokens and {predict} more are requested, but -c is {n_ctx}; raise -c or lower -n")]
+    ContextTooSmall {
+        prompt: usize,
+        predict: usize,
+        n_ctx: u32,
+    },
+    #[error("llama.cpp could not load {path}: {reason}")]
+    Load { path: PathBuf, reason: String },
+    #[error("llama.cpp: {0}")]
+    Llama(String),
+    #[error("cannot page this model: {0}. Run with --no-pager, or build with GGML_CPU_REPACK=OFF")]
+    ForeignTensor(String),
+    #[error("the pager's hook panicked during generation; paging stopped and the run was aborted")]
+    HookPanicked,
+    #[error(transparent)]
+    Os(#[from] os::OsError),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How the model's experts are handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PagerMode {
+    /// Upstream llama.cpp with MAP_POPULATE kept: the honest baseline.
+    UpstreamMmap,
+    /// Upstream behaviour apart from MAP_POPULATE; no hook.
+    Off,
+    /// Page experts to keep total RSS within `budget_bytes`.
+    On {
+        budget_bytes: u64,
+        hot_window_tokens: u64,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    pub n_ctx: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub n_threads: i32,
+    pub pager: PagerMode,
+    pub show_progress: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerateParams {
+    pub prompt: String,
+    pub n_predict: usize,
+    pub temp: f32,
+    pub seed: u32,
+    pub dump_logits: Option<PathBuf>,
+}
+
+/// What a chat turn or a one-shot generation asks of the session.
+pub enum ChatTurn {
+    Once(GenerateParams),
+    /// Interactive: read user lines from stdin until EOF.
+    Chat(GenerateParams),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct GenerationOutcome {
+    pub prompt_tokens: usize,
+    pub generated: Vec<i32>,
+}
+
+fn backend() -> Result<&'static LlamaBackend, SessionError> {
+    static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
+    if let Some(b) = BACKEND.get() {
+        return Ok(b);
+    }
+    let b = LlamaBackend::init().map_err(|e| SessionError::Llama(e.to_string()))?;
+    Ok(BACKEND.get_or_init(|| b))
+}
+
+fn llama_err(e: impl std::fmt::Display) -> SessionError {
+    SessionError::Llama(e.to_string())
+}
+
+fn mib(b: u64) -> u64 {
+    b.div_ceil(1 << 20)
+}
+
+/// Load the model, attach the pager if asked, and run `turn`. Stats land in `stats`.
+pub fn run(
+    index: &ModelIndex,
+    opts: &SessionOptions,
+    turn: ChatTurn,
+    stats: Arc<RunStats>,
+    out: &mut dyn Write,
+) -> Result<GenerationOutcome, SessionError> {
+    let backend = backend()?;
+    let path = index.files[0].clone();
+    let upstream = opts.pager == PagerMode::UpstreamMmap;
+    let mut mparams = LlamaModelParams::default()
+        .with_n_gpu_layers(0)
+        .with_no_populate(!upstream)
+        .with_use_extra_bufts(upstream);
+    let bar = opts.show_progress.then(|| {
+        let b = indicatif::ProgressBar::new(100);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("loading {bar:40} {pos:>3}%")
+                .expect("static template"),
+        );
+        b
+    });
+    if let Some(b) = bar.clone() {
+        mparams = mparams.with_progress_callback(move |p| {
+            b.set_position((p * 100.0) as u64);
+            true
+        });
+    }
+    let model =
+        LlamaModel::load_from_file(backend, &path, &mparams).map_err(|e| SessionError::Load {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+
+    let hook = Box::new(HookState::new(stats.clone()));
+    let paging = matches!(opts.pager, PagerMode::On { .. }) && index.is_moe();
+    let mut cparams = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(opts.n_ctx))
+        .with_n_batch(opts.n_batch)
+        .with_n_ubatch(opts.n_ubatch)
+        .with_n_threads(opts.n_threads)
+        .with_n_threads_batch(opts.n_threads);
+    if paging {
+        // SAFETY: `hook` is boxed (stable address) and declared before `ctx`, so it outlives
+        // the context; the trampoline catches panics and only reads the tensors it is given.
+        cparams = unsafe {
+            cparams.with_cb_eval(
+                Some(trampoline),
+                &*hook as *const HookState as *mut std::ffi::c_void,
+            )
+        };
+    }
+    let before = os::proc_memory(None)?;
+    let mut ctx = model.new_context(backend, cparams).map_err(llama_err)?;
+    let after = os::proc_memory(None)?;
+    let mapping_rss: u64 = index.files.iter().map(|f| os::mapping_rss(f)).sum();
+    stats.mapping_rss_after_load.set(mapping_rss);
+
+    if let PagerMode::On {
+        budget_bytes,
+        hot_window_tokens,
+    } = opts.pager
+    {
+        if paging {
+            let measured = Measured {
+                rss_bytes: after.rss,
+                mapping_rss_bytes: mapping_rss,
+                untouched_context_bytes: (after.data.saturating_sub(before.data))
+                    .saturating_sub(after.rss_anon.saturating_sub(before.rss_anon)),
+            };
+            let reserve = plan::measured_reserve(index, measured);
+            tracing::info!("measured after load: {measured:?}");
+            stats.reserve_bytes.set(reserve);
+            let page = os::page_size() as u64;
+            let ws = plan::ubatch_working_set(index, opts.n_ubatch, page);
+            if budget_bytes < reserve + ws {
+                return Err(SessionError::BudgetTooSmall {
+                    budget_mb: budget_bytes >> 20,
+                    min_mb: mib(reserve + ws),
+                    reserve_mb: mib(reserve),
+                    working_set_mb: mib(ws),
+                    n_ctx: opts.n_ctx,
+                    n_ubatch: opts.n_ubatch,
+                });
+            }
+            let expert_budget = budget_bytes - reserve;
+            stats.expert_budget_bytes.set(expert_budget);
+            tracing::info!(
+                "pager: budget {} MiB, measured reserve {} MiB, expert budget {} MiB of {} MiB experts",
+                budget_bytes >> 20,
+                reserve >> 20,
+                expert_budget >> 20,
+                index.expert_bytes >> 20
+            );
+            *hook.active.lock().expect("hook lock") = Some(attach(
+                index,
+                expert_budget,
+                hot_window_tokens,
+                budget_bytes - plan::margin_for(0) / 4,
+                stats.clone(),
+            )?);
+        }
+    }
+    stats.read_bytes_after_load.set(os::proc_read_bytes());
+
+    let outcome = match turn {
+        ChatTurn::Once(p) => generate(&model, &mut ctx, &hook, &p, &stats, out)?,
+        ChatTurn::Chat(p) => chat(&model, &mut ctx, &hook, &p, &stats, out)?,
+    };
+    drop(ctx);
+    drop(hook);
+    Ok(outcome)
+}
+
+/// Find llama.cpp's mappings, put `MADV_RANDOM` on every expert range, drop any expert
+/// pages already cached (the pager owns them from here), and build the pager.
+fn attach(
+    index: &ModelIndex,
+    expert_budget: u64,
+    hot_window_tokens: u64,
+    rss_limit: u64,
+    stats: Arc<RunStats>,
+) -> Result<Active, SessionError> {
+    let files = index
+        .files
+        .iter()
+        .map(|f| FileMapping::find(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let n_expert = u64::from(index.n_expert);
+    let mut expected = Vec::new();
+    for layer in &index.layers {
+        for t in &layer.tensors {
+            let m = &files[t.file];
+            let len = t.bytes_per_expert * n_expert;
+            m.set_random(t.offset, len);
+            m.evict(t.offset, len);
+            expected.push(ExpectedTensor {
+                name: t.name.clone(),
+                addr: m.addr_of(t.offset),
+                seen: false,
+            });
+        }
+    }
+    let layers = index
+        .layers
+        .iter()
+        .map(|l| LayerSpec {
+            layer: l.layer,
+            slices: l
+                .tensors
+                .iter()
+                .map(|t| ExpertSlice {
+                    file: t.file as u32,
+                    offset: t.offset,
+                    bytes_per_expert: t.bytes_per_expert,
+                })
+                .collect(),
+        })
+        .collect();
+    let pager = Pager::new(
+        OsAdvisor { files },
+        PagerConfig {
+            expert_budget_bytes: expert_budget,
+            hot_window_tokens,
+            page_size: os::page_size() as u64,
+        },
+        index.n_expert,
+        layers,
+        stats.pager.clone(),
+    );
+    Ok(Active {
+        pager,
+        rss: RssProbe::new()?,
+        rss_limit,
+        unverified: expected.len(),
+        expected,
+    })
+}
+
+fn check_hook(hook: &HookState) -> Result<(), SessionError> {
+    if hook.foreign.load(Ordering::Relaxed) {
+        let what = hook
+            .foreign_tensor
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .unwrap_or_default();
+        return Err(SessionError::ForeignTensor(what));
+    }
+    if hook.stats.hook_panicked.load(Ordering::Relaxed) {
+        return Err(SessionError::HookPanicked);
+    }
+    Ok(())
+}
+
+fn sampler(p: &GenerateParams) -> LlamaSampler {
+    if p.temp <= 0.0 {
+        LlamaSampler::greedy()
+    } else {
+        LlamaSampler::chain_simple([LlamaSampler::temp(p.temp), LlamaSampler::dist(p.seed)])
+    }
+}
+
+/// Decode `tokens` starting at position `pos`, in batches of n_batch, asking for logits of
+/// the last token only.
+fn decode_tokens(
+    ctx: &mut LlamaContext<'_>,
+    hook: &HookState,
+    tokens: &[LlamaToken],
+    pos: usize,
+) -> Result<i32, SessionError> {
+    let n_batch = ctx.n_batch() as usize;
+    let mut batch = LlamaBatch::new(n_batch, 1);
+    let mut last_idx = 0;
+    for (chunk_no, chunk) in tokens.chunks(n_batch).enumerate() {
+        batch.clear();
+        let start = pos + chunk_no * n_batch;
+        for (i, &t) in chunk.iter().enumerate() {
+            let is_last = start + i + 1 == pos + tokens.len();
+            batch
+                .add(t, (start + i) as i32, &[0], is_last)
+                .map_err(llama_err)?;
+        }
+        ctx.decode(&mut batch).map_err(llama_err)?;
+        check_hook(hook)?;
+        last_idx = batch.n_tokens() - 1;
+    }
+    Ok(last_idx)
+}
+
+fn generate(
+    model: &LlamaModel,
+    ctx: &mut LlamaContext<'_>,
+    hook: &HookState,
+    p: &GenerateParams,
+    stats: &RunStats,
+    out: &mut dyn Write,
+) -> Result<GenerationOutcome, SessionError> {
+    let vocab = model.vocab();
+    let tokens = vocab.tokenize(p.prompt.as_bytes(), true, true);
+    if tokens.is_empty() {
+        return Err(SessionError::EmptyPrompt);
+    }
+    if tokens.len() + p.n_predict > ctx.n_ctx() as usize {
+        return Err(SessionError::ContextTooSmall {
+            prompt: tokens.len(),
+            predict: p.n_predict,
+            n_ctx: ctx.n_ctx(),
+        });
+    }
+    let mut logits_out = match &p.dump_logits {
+        Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),
+        None => None,
+    };
+    stats.prompt_tokens.set(tokens.len() as u64);
+    let t0 = Instant::now();
+    let mut idx = decode_tokens(ctx, hook, &tokens, 0)?;
+    stats.prefill_us.set(t0.elapsed().as_micros() as u64);
+
+    let mut sampler = sampler(p);
+    let mut generated = Vec::new();
+    let mut pos = tokens.len();
+    let t1 = Instant::now();
+    let mut piece = Vec::new();
+    for _ in 0..p.n_predict {
+        if let Some(w) = logits_out.as_mut() {
+            for &x in ctx.get_logits_ith(idx) {
+                w.write_all(&x.to_le_bytes())?;
+            }
+        }
+        let token = sampler.sample(ctx, idx);
+        generated.push(token.0);
+        if let Ok(mut ids) = stats.generated_ids.lock() {
+            ids.push(token.0);
+        }
+        stats.generated_tokens.inc();
+        if vocab.is_eog(token) {
+            break;
+        }
+        piece.clear();
+        vocab.token_to_piece_into(token, &mut piece, false, None);
+        out.write_all(&piece)?;
+        out.flush()?;
+        idx = decode_tokens(ctx, hook, &[token], pos)?;
+        pos += 1;
+        stats.decode_us.set(t1.elapsed().as_micros() as u64);
+    }
+    stats.decode_us.set(t1.elapsed().as_micros() as u64);
+    if let Some(mut w) = logits_out {
+        w.flush()?;
+    }
+    writeln!(out)?;
+    Ok(GenerationOutcome {
+        prompt_tokens: tokens.len(),
+        generated,
+    })
+}
+
+/// An interactive chat on stdin using the model's chat template. Each turn re-evaluates
+/// the whole conversation from a cleared KV cache.
+fn chat(
+    model: &LlamaModel,
+    ctx: &mut LlamaContext<'_>,
+    hook: &HookState,
+    p: &GenerateParams,
+    stats: &RunStats,
+    out: &mut dyn Write,
+) -> Result<GenerationOutcome, SessionError> {
+    let template = model.chat_template(None).map_err(llama_err)?;
+    let mut history: Vec<LlamaChatMessage> = Vec::new();
+    let mut last = GenerationOutcome::default();
+    let stdin = std::io::stdin();
+    loop {
+        write!(out, "> ")?;
+        out.flush()?;
+        let mut line = String::new();
+        if stdin.read_line(&mut line)? == 0 {
+            break;
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.is_empty() {
+            continue;
+        }
+        history.push(LlamaChatMessage::new("user".into(), line.into()).map_err(llama_err)?);
+        let prompt = model
+            .apply_chat_template(&template, &history, true)
+            .map_err(llama_err)?;
+        ctx.clear_kv_cache();
+        let mut reply = Vec::new();
+        let turn = GenerateParams {
+            prompt,
+            dump_logits: None,
+            ..p.clone()
+        };
+        last = generate(model, ctx, hook, &turn, stats, &mut reply)?;
+        out.write_all(&reply)?;
+        let text = String::from_utf8_lossy(&reply).trim().to_string();
+        history.push(LlamaChatMessage::new("assistant".into(), text).map_err(llama_err)?);
+    }
+    Ok(last)
+}

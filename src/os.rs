@@ -1,0 +1,399 @@
+//! The OS layer: madvise / posix_fadvise / mincore on llama.cpp's file mapping, and
+//! readers for `/proc` memory and I/O counters. This is the only module besides the
+//! llama.cpp hook that contains `unsafe`.
+//!
+//! Advice that cannot change what memory holds (`MADV_RANDOM`, `MADV_WILLNEED`) is offered
+//! on any [`FileMapping`]. Dropping pages (`MADV_DONTNEED`) zeroes anonymous memory, so it
+//! is only offered by [`FileMapping`], whose constructor proves from `/proc/self/maps` that
+//! the range is a shared, read-only mapping of a regular file, where dropped pages simply
+//! fault back in from the file.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::pager::{Advisor, FileRange};
+
+#[derive(Debug, thiserror::Error)]
+pub enum OsError {
+    #[error("{path} is not mapped into this process (no VMA in /proc/self/maps)")]
+    NotMapped { path: PathBuf },
+    #[error("{path}: mapping at {start:#x}-{end:#x} is {perms}, expected a shared read-only file mapping")]
+    UnexpectedMapping {
+        path: PathBuf,
+        start: usize,
+        end: usize,
+        perms: String,
+    },
+    #[error("{path}: the file is mapped more than once (bases {first:#x} and {second:#x})")]
+    MappedTwice {
+        path: PathBuf,
+        first: usize,
+        second: usize,
+    },
+    #[error("I/O error on {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// Rounds `[offset, offset+len)` inward to whole pages: only pages that lie entirely in the
+/// range (and so belong to no neighbour) are returned.
+pub fn inward(offset: u64, len: u64, page: u64) -> (u64, u64) {
+    let start = offset.next_multiple_of(page);
+    let end = (offset + len) / page * page;
+    (start, end.max(start))
+}
+
+/// Rounds `[offset, offset+len)` outward to whole pages.
+pub fn outward(offset: u64, len: u64, page: u64) -> (u64, u64) {
+    (offset / page * page, (offset + len).next_multiple_of(page))
+}
+
+/// One file as llama.cpp mapped it. Invariants, established by [`FileMapping::find`]:
+/// 1. every `[start, end)` in `vmas` is a `r--s` mapping of this file's inode;
+/// 2. all of them map file offset `o` at address `base + o`;
+/// 3. `fd` is an open descriptor of the same file (for `posix_fadvise`).
+#[derive(Debug)]
+pub struct FileMapping {
+    pub path: PathBuf,
+    fd: File,
+    base: usize,
+    vmas: Vec<(usize, usize)>,
+    page: u64,
+}
+
+impl FileMapping {
+    /// Locate `path`'s mapping in this process. llama.cpp unmaps the unused head and tail of
+    /// the file, so the mapping may be several VMAs starting at a nonzero file offset.
+    pub fn find(path: &Path) -> Result<FileMapping, OsError> {
+        let io_err = |source| OsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(io_err)?;
+        let fd = File::open(path).map_err(io_err)?;
+        let maps = File::open("/proc/self/maps").map_err(io_err)?;
+        let mut base: Option<usize> = None;
+        let mut vmas = Vec::new();
+        for line in BufReader::new(maps).lines() {
+            let line = line.map_err(io_err)?;
+            // start-end perms offset dev inode path
+            let mut f = line.split_whitespace();
+            let (Some(range), Some(perms), Some(off), Some(_dev), Some(inode)) =
+                (f.next(), f.next(), f.next(), f.next(), f.next())
+            else {
+                continue;
+            };
+            if inode.parse::<u64>().ok() != Some(meta.ino()) {
+                continue;
+            }
+            let mapped_path: String = f.collect::<Vec<_>>().join(" ");
+            if Path::new(&mapped_path).canonicalize().ok() != path.canonicalize().ok() {
+                continue;
+            }
+            let (s, e) = range.split_once('-').unwrap_or(("0", "0"));
+            let start = usize::from_str_radix(s, 16).unwrap_or(0);
+            let end = usize::from_str_radix(e, 16).unwrap_or(0);
+            let offset = usize::from_str_radix(off, 16).unwrap_or(0);
+            if perms != "r--s" {
+                return Err(OsError::UnexpectedMapping {
+                    path: path.to_path_buf(),
+                    start,
+                    end,
+                    perms: perms.to_string(),
+                });
+            }
+            let b = start - offset;
+            match base {
+                None => base = Some(b),
+                Some(first) if first != b => {
+                    return Err(OsError::MappedTwice {
+                        path: path.to_path_buf(),
+                        first,
+                        second: b,
+                    })
+                }
+                _ => {}
+            }
+            vmas.push((start, end));
+        }
+        let base = base.ok_or_else(|| OsError::NotMapped {
+            path: path.to_path_buf(),
+        })?;
+        Ok(FileMapping {
+            path: path.to_path_buf(),
+            fd,
+            base,
+            vmas,
+            page: page_size() as u64,
+        })
+    }
+
+    /// Address of file offset `offset` in the mapping.
+    pub fn addr_of(&self, offset: u64) -> usize {
+        self.base + offset as usize
+    }
+
+    /// Whether `[addr, addr+len)` lies inside one of this file's VMAs.
+    pub fn contains(&self, addr: usize, len: usize) -> bool {
+        self.vmas
+            .iter()
+            .any(|&(s, e)| addr >= s && addr.saturating_add(len) <= e)
+    }
+
+    /// The page-aligned address range for file range `[start, end)`, if it is mapped.
+    fn mapped(&self, start: u64, end: u64) -> Option<(*mut libc::c_void, usize)> {
+        if end <= start {
+            return None;
+        }
+        let addr = self.addr_of(start);
+        let len = (end - start) as usize;
+        self.contains(addr, len)
+            .then_some((addr as *mut libc::c_void, len))
+    }
+
+    fn madvise(&self, start: u64, end: u64, advice: libc::c_int) -> bool {
+        let Some((addr, len)) = self.mapped(start, end) else {
+            return false;
+        };
+        // SAFETY: `[addr, addr+len)` is page-aligned (callers round to pages) and lies inside a
+        // shared read-only file mapping (invariant 1 + `contains`). The advice passed here is
+        // RANDOM, WILLNEED or DONTNEED; on such a mapping none of them can change the bytes a
+        // reader sees: dropped pages fault back in from the file.
+        unsafe { libc::madvise(addr, len, advice) == 0 }
+    }
+
+    /// `MADV_RANDOM` on the pages covering a file range, so a fault reads only its own page.
+    pub fn set_random(&self, offset: u64, len: u64) -> bool {
+        let (s, e) = outward(offset, len, self.page);
+        self.madvise(s, e, libc::MADV_RANDOM)
+    }
+
+    /// `MADV_WILLNEED` on the pages covering a file range: asynchronous readahead of exactly it.
+    pub fn will_need(&self, offset: u64, len: u64) -> bool {
+        let (s, e) = outward(offset, len, self.page);
+        self.madvise(s, e, libc::MADV_WILLNEED)
+    }
+
+    /// Drop the pages that lie wholly inside a file range: first unmap them from this process
+    /// (`MADV_DONTNEED`), then drop them from the page cache (`POSIX_FADV_DONTNEED`); the kernel
+    /// keeps cached pages that are still mapped, so the order matters. Returns the bytes advised.
+    pub fn evict(&self, offset: u64, len: u64) -> u64 {
+        let (s, e) = inward(offset, len, self.page);
+        if e <= s || !self.madvise(s, e, libc::MADV_DONTNEED) {
+            return 0;
+        }
+        // SAFETY: fadvise only takes an fd and a range; `self.fd` is open for the struct's life.
+        unsafe {
+            libc::posix_fadvise(
+                self.fd.as_raw_fd(),
+                s as libc::off_t,
+                (e - s) as libc::off_t,
+                libc::POSIX_FADV_DONTNEED,
+            );
+        }
+        e - s
+    }
+
+    /// Bytes of a file range whose pages are in the page cache (mincore over the mapping).
+    pub fn resident_bytes(&self, offset: u64, len: u64) -> u64 {
+        let (s, e) = outward(offset, len, self.page);
+        let Some((addr, len)) = self.mapped(s, e) else {
+            return 0;
+        };
+        mincore_count(addr, len) * self.page
+    }
+}
+
+/// Pages of `[addr, addr+len)` resident per mincore. `addr` must be page-aligned and mapped.
+fn mincore_count(addr: *mut libc::c_void, len: usize) -> u64 {
+    let page = page_size();
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: `addr` is page-aligned and `[addr, addr+len)` is mapped (checked by callers);
+    // `vec` has one byte per page of the range, as mincore requires.
+    let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    vec.iter().filter(|&&b| b & 1 != 0).count() as u64
+}
+
+/// Bytes of `path` in the page cache, measured by mapping it afresh and asking mincore.
+pub fn file_cache_resident_bytes(path: &Path) -> io::Result<u64> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len() as usize;
+    if len == 0 {
+        return Ok(0);
+    }
+    // SAFETY: a fresh PROT_READ, MAP_SHARED mapping of an open file; nothing reads through it,
+    // and it is unmapped before returning.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let pages = mincore_count(addr, len);
+    // SAFETY: `addr`/`len` are exactly the mapping created above.
+    unsafe { libc::munmap(addr, len) };
+    Ok(pages * page_size() as u64)
+}
+
+/// Drop a whole file from the page cache (`POSIX_FADV_DONTNEED`); pages mapped elsewhere stay.
+pub fn drop_file_cache(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    // SAFETY: fadvise only takes an fd and a range; `file` is open.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// The real [`Advisor`]: pager decisions become madvise/fadvise calls on llama.cpp's mapping.
+#[derive(Debug)]
+pub struct OsAdvisor {
+    pub files: Vec<FileMapping>,
+}
+
+impl Advisor for OsAdvisor {
+    fn will_need(&mut self, r: FileRange) {
+        self.files[r.file as usize].will_need(r.offset, r.len);
+    }
+
+    fn evict(&mut self, r: FileRange) -> u64 {
+        self.files[r.file as usize].evict(r.offset, r.len)
+    }
+}
+
+/// Memory figures of a process from `/proc/<pid>/status`, in bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ProcMemory {
+    pub rss: u64,
+    pub rss_anon: u64,
+    pub rss_file: u64,
+    pub swap: u64,
+    pub hwm: u64,
+    /// Virtual size of private data (heap and anonymous mappings), touched or not.
+    pub data: u64,
+}
+
+pub fn proc_memory(pid: Option<u32>) -> io::Result<ProcMemory> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/status"),
+        None => "/proc/self/status".to_string(),
+    };
+    let text = std::fs::read_to_string(path)?;
+    let mut m = ProcMemory::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let kb = v.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0) * 1024;
+        match k {
+            "VmRSS" => m.rss = kb,
+            "RssAnon" => m.rss_anon = kb,
+            "RssFile" => m.rss_file = kb + m.rss_file,
+            "RssShmem" => m.rss_file += kb,
+            "VmSwap" => m.swap = kb,
+            "VmHWM" => m.hwm = kb,
+            "VmData" => m.data = kb,
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+/// `read_bytes` from `/proc/self/io`: bytes this process caused to be read from storage.
+pub fn proc_read_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("read_bytes:").map(|v| v.trim().parse().ok()))
+                .flatten()
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes of `path` mapped into this process and resident (sum of `Rss:` over its VMAs in
+/// `/proc/self/smaps`).
+pub fn mapping_rss(path: &Path) -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/smaps") else {
+        return 0;
+    };
+    let want = path.canonicalize().ok();
+    let mut inside = false;
+    let mut total = 0;
+    for line in text.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            let p = line.split_whitespace().nth(5);
+            inside =
+                p.is_some() && p.map(|p| Path::new(p).canonicalize().ok()) == Some(want.clone());
+        } else if inside {
+            if let Some(v) = line.strip_prefix("Rss:") {
+                total += v
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0)
+                    * 1024;
+            }
+        }
+    }
+    total
+}
+
+/// Reads this process's resident set from `/proc/self/statm` without allocating, for the
+/// eval-callback hot path.
+#[derive(Debug)]
+pub struct RssProbe {
+    statm: File,
+    page: u64,
+}
+
+impl RssProbe {
+    pub fn new() -> io::Result<RssProbe> {
+        Ok(RssProbe {
+            statm: File::open("/proc/self/statm")?,
+            page: page_size() as u64,
+        })
+    }
+
+    /// Total resident bytes (anonymous + file), or 0 when the read fails.
+    pub fn rss_bytes(&self) -> u64 {
+        let mut buf = [0u8; 128];
+        let n = self.statm.read_at(&mut buf, 0).unwrap_or(0);
+        // statm: size resident shared text lib data dt (pages)
+        let mut fields = buf[..n].split(|&b| b == b' ');
+        let _size = fields.next();
+        let resident = fields.next().unwrap_or(b"0");
+        let mut pages = 0u64;
+        for &d in resident {
+            if d.is_ascii_digit() {
+                pages = pages * 10 + u64::from(d - b'0');
+            }
+        }
+        pages * self.page
+    }
+}

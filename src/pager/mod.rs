@@ -1,0 +1,322 @@
+//! The pager: which experts are resident, which are pinned, what to evict, and how many
+//! bytes that all costs against the expert budget. Pure policy: it knows nothing of
+//! llama.cpp and makes no system call itself; it tells an [`Advisor`] what to do.
+
+use std::sync::Arc;
+
+use crate::stats::PagerCounters;
+
+#[cfg(test)]
+mod tests;
+
+/// A byte range of one model file (shard `file`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileRange {
+    pub file: u32,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Carries out the pager's decisions. The real one (`os::OsAdvisor`) calls madvise/fadvise;
+/// tests plug in a fake that records the calls.
+pub trait Advisor {
+    /// Start reading this range in (asynchronously); it is about to be used.
+    fn will_need(&mut self, range: FileRange);
+    /// Drop this range from memory and page cache. Returns the bytes actually dropped.
+    fn evict(&mut self, range: FileRange) -> u64;
+}
+
+/// One expert tensor of a layer, as the pager sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpertSlice {
+    pub file: u32,
+    /// File offset of expert 0.
+    pub offset: u64,
+    pub bytes_per_expert: u64,
+}
+
+impl ExpertSlice {
+    /// The bytes of expert `e` in this tensor.
+    pub fn range(&self, e: u64) -> FileRange {
+        FileRange {
+            file: self.file,
+            offset: self.offset + e * self.bytes_per_expert,
+            len: self.bytes_per_expert,
+        }
+    }
+}
+
+/// The expert tensors of one MoE layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerSpec {
+    pub layer: u32,
+    pub slices: Vec<ExpertSlice>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PagerConfig {
+    /// Bytes of expert pages that may be resident at once.
+    pub expert_budget_bytes: u64,
+    /// Experts used within this many most recent tokens are never evicted (0: only the
+    /// experts of the layer being computed are protected).
+    pub hot_window_tokens: u64,
+    /// Page size used to cost an expert (its ranges rounded outward to pages).
+    pub page_size: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// Residency table and LRU over every (layer, expert) slot.
+///
+/// Invariants:
+/// 1. `resident[s]` is true iff slot `s` was advised in and not evicted since.
+/// 2. `resident_bytes == Σ cost[s]` over resident slots.
+/// 3. The LRU list (`head`, `tail`, `prev`, `next`) links exactly the resident slots, most
+///    recently used at `head`; so recency decreases monotonically from head to tail.
+/// 4. `pin_epoch[s] == epoch` iff slot `s` was selected by the latest `route` call: those
+///    experts are about to be computed and are never evicted.
+/// 5. `pinned` holds exactly the slots of invariant 4; its capacity is fixed at construction,
+///    so `route` never allocates.
+/// 6. `resident_bytes <= budget` after `route`, unless pinned and hot-window slots alone
+///    exceed the budget (then `counters.overruns` is incremented).
+pub struct Pager<A: Advisor> {
+    advisor: A,
+    config: PagerConfig,
+    n_expert: u32,
+    /// Layer id -> position in `layers`, or NIL for a layer without experts.
+    layer_pos: Vec<u32>,
+    layers: Vec<LayerSpec>,
+    cost: Vec<u64>,
+    resident: Vec<bool>,
+    last_used: Vec<u64>,
+    pin_epoch: Vec<u64>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    pinned: Vec<u32>,
+    epoch: u64,
+    resident_bytes: u64,
+    /// Token clock: advanced by each ubatch's token count when routing restarts at a lower layer.
+    clock: u64,
+    last_layer: Option<u32>,
+    counters: Arc<PagerCounters>,
+}
+
+impl<A: Advisor> Pager<A> {
+    pub fn new(
+        advisor: A,
+        config: PagerConfig,
+        n_expert: u32,
+        layers: Vec<LayerSpec>,
+        counters: Arc<PagerCounters>,
+    ) -> Pager<A> {
+        let max_layer = layers.iter().map(|l| l.layer).max().map_or(0, |m| m + 1);
+        let mut layer_pos = vec![NIL; max_layer as usize];
+        for (i, l) in layers.iter().enumerate() {
+            layer_pos[l.layer as usize] = i as u32;
+        }
+        let n_slots = layers.len() * n_expert as usize;
+        let page = config.page_size.max(1);
+        let mut cost = vec![0u64; n_slots];
+        for (li, l) in layers.iter().enumerate() {
+            for e in 0..u64::from(n_expert) {
+                cost[li * n_expert as usize + e as usize] = l
+                    .slices
+                    .iter()
+                    .map(|s| {
+                        let r = s.range(e);
+                        (r.offset + r.len).next_multiple_of(page) - r.offset / page * page
+                    })
+                    .sum();
+            }
+        }
+        Pager {
+            advisor,
+            config,
+            n_expert,
+            layer_pos,
+            layers,
+            cost,
+            resident: vec![false; n_slots],
+            last_used: vec![0; n_slots],
+            pin_epoch: vec![0; n_slots],
+            prev: vec![NIL; n_slots],
+            next: vec![NIL; n_slots],
+            head: NIL,
+            tail: NIL,
+            pinned: Vec::with_capacity(n_expert as usize),
+            epoch: 0,
+            resident_bytes: 0,
+            clock: 0,
+            last_layer: None,
+            counters,
+        }
+    }
+
+    pub fn advisor(&self) -> &A {
+        &self.advisor
+    }
+
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident_bytes
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.config.expert_budget_bytes
+    }
+
+    pub fn is_resident(&self, layer: u32, expert: u32) -> bool {
+        self.slot(layer, expert).is_some_and(|s| self.resident[s])
+    }
+
+    /// Bytes that selecting one expert of `layer` costs (page-rounded), if the layer has experts.
+    pub fn expert_cost(&self, layer: u32, expert: u32) -> Option<u64> {
+        self.slot(layer, expert).map(|s| self.cost[s])
+    }
+
+    fn slot(&self, layer: u32, expert: u32) -> Option<usize> {
+        let pos = *self.layer_pos.get(layer as usize)?;
+        (pos != NIL && expert < self.n_expert)
+            .then(|| pos as usize * self.n_expert as usize + expert as usize)
+    }
+
+    fn unlink(&mut self, s: usize) {
+        let (p, n) = (self.prev[s], self.next[s]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.prev[s] = NIL;
+        self.next[s] = NIL;
+    }
+
+    fn push_head(&mut self, s: usize) {
+        self.prev[s] = NIL;
+        self.next[s] = self.head;
+        if self.head != NIL {
+            self.prev[self.head as usize] = s as u32;
+        }
+        self.head = s as u32;
+        if self.tail == NIL {
+            self.tail = s as u32;
+        }
+    }
+
+    fn protected(&self, s: usize) -> bool {
+        self.pin_epoch[s] == self.epoch
+            || (self.config.hot_window_tokens > 0
+                && self.clock.saturating_sub(self.last_used[s]) < self.config.hot_window_tokens)
+    }
+
+    fn evict_slot(&mut self, s: usize) {
+        let n = self.n_expert as usize;
+        let mut dropped = 0;
+        for sl in &self.layers[s / n].slices {
+            dropped += self.advisor.evict(sl.range((s % n) as u64));
+        }
+        self.unlink(s);
+        self.resident[s] = false;
+        self.resident_bytes -= self.cost[s];
+        let layer = &self.counters.layers[s / self.n_expert as usize];
+        layer.evictions.inc();
+        self.counters.evictions.inc();
+        self.counters.evicted_bytes.add(dropped);
+        self.counters.resident_bytes.set(self.resident_bytes);
+    }
+
+    /// Evict unprotected slots, least recently used first, until `resident_bytes + need <= target`.
+    /// Returns whether the target was reached.
+    fn make_room(&mut self, need: u64, target: u64) -> bool {
+        while self.resident_bytes + need > target {
+            let s = self.tail;
+            if s == NIL || self.protected(s as usize) {
+                // Invariant 3: everything nearer the head is more recent, so also protected.
+                return false;
+            }
+            self.evict_slot(s as usize);
+        }
+        true
+    }
+
+    /// Routing for `layer` is known: `selected` are the expert ids chosen for the ubatch's
+    /// `n_tokens` tokens (duplicates allowed). Marks them hot and pinned, evicts cold experts
+    /// if the budget requires, and advises the missing ones in. Never allocates.
+    pub fn route(&mut self, layer: u32, n_tokens: u64, selected: impl Iterator<Item = i32>) {
+        if self.last_layer.is_none_or(|last| layer <= last) {
+            self.clock += n_tokens;
+        }
+        self.last_layer = Some(layer);
+        let Some(pos) = self
+            .layer_pos
+            .get(layer as usize)
+            .copied()
+            .filter(|&p| p != NIL)
+        else {
+            return;
+        };
+        self.epoch += 1;
+        self.pinned.clear();
+        let base = pos as usize * self.n_expert as usize;
+        let mut need = 0u64;
+        let (mut hits, mut misses) = (0u64, 0u64);
+        for id in selected {
+            if id < 0 || id as u32 >= self.n_expert {
+                continue;
+            }
+            let s = base + id as usize;
+            if self.pin_epoch[s] == self.epoch {
+                continue;
+            }
+            self.pin_epoch[s] = self.epoch;
+            self.last_used[s] = self.clock;
+            if self.pinned.len() < self.pinned.capacity() {
+                self.pinned.push(s as u32);
+            }
+            if self.resident[s] {
+                hits += 1;
+                self.unlink(s);
+                self.push_head(s);
+            } else {
+                misses += 1;
+                need += self.cost[s];
+            }
+        }
+        if !self.make_room(need, self.config.expert_budget_bytes) {
+            self.counters.overruns.inc();
+        }
+        for i in 0..self.pinned.len() {
+            let s = self.pinned[i] as usize;
+            if self.resident[s] {
+                continue;
+            }
+            let n = self.n_expert as usize;
+            for sl in &self.layers[s / n].slices {
+                self.advisor.will_need(sl.range((s % n) as u64));
+            }
+            self.resident[s] = true;
+            self.resident_bytes += self.cost[s];
+            self.push_head(s);
+        }
+        let c = &self.counters;
+        c.hits.add(hits);
+        c.misses.add(misses);
+        c.miss_bytes.add(need);
+        c.layers[pos as usize].hits.add(hits);
+        c.layers[pos as usize].misses.add(misses);
+        c.resident_bytes.set(self.resident_bytes);
+        c.resident_peak_bytes.max(self.resident_bytes);
+    }
+
+    /// Outside pressure (measured RSS above the budget): evict unprotected experts until the
+    /// resident expert bytes are at most `target`.
+    pub fn shrink_to(&mut self, target: u64) {
+        self.make_room(0, target);
+    }
+}

@@ -1,0 +1,211 @@
+//! Policy tests through a fake advisor that records every call.
+
+use super::*;
+
+#[derive(Default)]
+struct Recorder {
+    will_need: Vec<FileRange>,
+    evicted: Vec<FileRange>,
+}
+
+impl Advisor for Recorder {
+    fn will_need(&mut self, r: FileRange) {
+        self.will_need.push(r);
+    }
+    fn evict(&mut self, r: FileRange) -> u64 {
+        self.evicted.push(r);
+        r.len
+    }
+}
+
+const PAGE: u64 = 4096;
+/// Each expert is one page-aligned 8 KiB slice: expert e of layer l at (l*16 + e) * 8 KiB.
+const EXPERT: u64 = 2 * PAGE;
+const N_EXPERT: u32 = 16;
+
+fn pager(budget_experts: u64, window: u64, n_layers: u32) -> Pager<Recorder> {
+    let layers = (0..n_layers)
+        .map(|l| LayerSpec {
+            layer: l,
+            slices: vec![ExpertSlice {
+                file: 0,
+                offset: u64::from(l) * u64::from(N_EXPERT) * EXPERT,
+                bytes_per_expert: EXPERT,
+            }],
+        })
+        .collect();
+    Pager::new(
+        Recorder::default(),
+        PagerConfig {
+            expert_budget_bytes: budget_experts * EXPERT,
+            hot_window_tokens: window,
+            page_size: PAGE,
+        },
+        N_EXPERT,
+        layers,
+        Arc::new(PagerCounters::new(0..n_layers)),
+    )
+}
+
+fn expert_of(r: &FileRange, layer: u32) -> u32 {
+    ((r.offset - u64::from(layer) * u64::from(N_EXPERT) * EXPERT) / EXPERT) as u32
+}
+
+#[test]
+fn misses_are_advised_in_and_hits_are_not() {
+    let mut p = pager(8, 0, 1);
+    p.route(0, 1, [1, 2, 2].into_iter());
+    assert_eq!(p.advisor().will_need.len(), 2);
+    p.route(0, 1, [2, 3].into_iter());
+    assert_eq!(p.advisor().will_need.len(), 3);
+    assert_eq!(p.counters.hits.get(), 1);
+    assert_eq!(p.counters.misses.get(), 3);
+    assert_eq!(p.resident_bytes(), 3 * EXPERT);
+}
+
+#[test]
+fn evicts_least_recently_used_first() {
+    let mut p = pager(3, 0, 1);
+    for e in [0, 1, 2] {
+        p.route(0, 1, [e].into_iter());
+    }
+    p.route(0, 1, [0].into_iter()); // 0 becomes most recent; LRU order now 1, 2, 0
+    p.route(0, 1, [3].into_iter());
+    p.route(0, 1, [4].into_iter());
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![1, 2]);
+    assert!(p.is_resident(0, 0) && p.is_resident(0, 3) && p.is_resident(0, 4));
+    assert_eq!(p.resident_bytes(), 3 * EXPERT);
+}
+
+#[test]
+fn pinned_experts_are_never_evicted_even_over_budget() {
+    let mut p = pager(2, 0, 1);
+    p.route(0, 4, [0, 1, 2, 3].into_iter());
+    assert!(
+        p.advisor().evicted.is_empty(),
+        "the current layer's experts are pinned"
+    );
+    assert_eq!(p.counters.overruns.get(), 1);
+    // The next call unpins them; the new selection forces the old ones out.
+    p.route(0, 1, [5].into_iter());
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![0, 1, 2]);
+    assert!(p.is_resident(0, 3) && p.is_resident(0, 5));
+}
+
+#[test]
+fn a_range_is_never_evicted_while_pinned() {
+    let mut p = pager(3, 0, 2);
+    for step in 0..200u32 {
+        let layer = step % 2;
+        let sel = [(step * 7) % N_EXPERT, (step * 3 + 1) % N_EXPERT];
+        p.route(layer, 1, sel.iter().map(|&e| e as i32));
+        let evicted_now: Vec<FileRange> = p.advisor().evicted.clone();
+        for r in evicted_now.iter().rev().take(4) {
+            let l = (r.offset / (u64::from(N_EXPERT) * EXPERT)) as u32;
+            if l == layer {
+                assert!(
+                    !sel.contains(&expert_of(r, l)),
+                    "pinned expert evicted at step {step}"
+                );
+            }
+        }
+        for &e in &sel {
+            assert!(p.is_resident(layer, e));
+        }
+        assert!(p.resident_bytes() <= 3 * EXPERT);
+    }
+}
+
+#[test]
+fn hot_window_protects_recent_tokens() {
+    // Window of 2 tokens: experts used by the last 2 tokens stay even when the budget is tight.
+    let mut p = pager(2, 2, 1);
+    p.route(0, 1, [0].into_iter()); // token 1
+    p.route(0, 1, [1].into_iter()); // token 2
+    p.route(0, 1, [2].into_iter()); // token 3: 1 is within the window, 0 is not
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![0]);
+    p.route(0, 1, [3].into_iter()); // token 4: 2 in window, 1 is now 2 tokens old
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![0, 1]);
+}
+
+#[test]
+fn token_clock_advances_per_ubatch_not_per_layer() {
+    let mut p = pager(64, 3, 3);
+    for _ in 0..2 {
+        for l in 0..3 {
+            p.route(l, 5, [0].into_iter());
+        }
+    }
+    assert_eq!(p.clock, 10);
+}
+
+#[test]
+fn cost_rounds_unaligned_experts_outward_to_pages() {
+    let layers = vec![LayerSpec {
+        layer: 0,
+        slices: vec![ExpertSlice {
+            file: 0,
+            offset: 100,
+            bytes_per_expert: 5000,
+        }],
+    }];
+    let p = Pager::new(
+        Recorder::default(),
+        PagerConfig {
+            expert_budget_bytes: 1 << 20,
+            hot_window_tokens: 0,
+            page_size: PAGE,
+        },
+        4,
+        layers,
+        Arc::new(PagerCounters::new([0])),
+    );
+    // Expert 0 spans [100, 5100): pages 0 and 1. Expert 1 spans [5100, 10100): pages 1 and 2.
+    assert_eq!(p.expert_cost(0, 0), Some(2 * PAGE));
+    assert_eq!(p.expert_cost(0, 1), Some(2 * PAGE));
+    assert_eq!(p.expert_cost(1, 0), None);
+}
+
+#[test]
+fn shrink_to_evicts_until_target_but_keeps_pins() {
+    let mut p = pager(8, 0, 1);
+    p.route(0, 1, [0, 1, 2, 3].into_iter());
+    p.route(0, 1, [4].into_iter());
+    p.shrink_to(2 * EXPERT);
+    assert!(p.is_resident(0, 4), "pinned");
+    assert_eq!(p.resident_bytes(), 2 * EXPERT);
+    assert_eq!(p.advisor().evicted.len(), 3);
+}
+
+#[test]
+fn out_of_range_ids_and_unknown_layers_are_ignored() {
+    let mut p = pager(4, 0, 1);
+    p.route(0, 1, [-1, 16, 99].into_iter());
+    p.route(7, 1, [0].into_iter());
+    assert!(p.advisor().will_need.is_empty());
+    assert_eq!(p.resident_bytes(), 0);
+}

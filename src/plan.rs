@@ -1,0 +1,202 @@
+//! Planning: from GGUF metadata alone, the bytes a run needs besides experts (the reserve),
+//! the working set of one ubatch, the minimum viable budget and the expert budget that fits.
+//! After load, [`measured_reserve`] replaces the estimate with what the process measures.
+//!
+//! Pure functions; the estimate is deliberately conservative, because `min_budget_bytes`
+//! is a promise: a run at that budget with the same ctx and ubatch succeeds within it.
+
+use serde::Serialize;
+
+use crate::gguf::ModelIndex;
+
+const MIB: u64 = 1 << 20;
+
+/// Run settings that change the memory a run needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunShape {
+    pub n_ctx: u32,
+    pub n_ubatch: u32,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LayerBytes {
+    pub layer: u32,
+    pub bytes_per_expert: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Plan {
+    pub model: String,
+    pub arch: String,
+    pub model_bytes: u64,
+    pub expert_bytes: u64,
+    pub non_expert_bytes: u64,
+    pub n_moe_layers: u32,
+    pub n_expert: u32,
+    pub n_expert_used: u32,
+    pub bytes_per_expert: Vec<LayerBytes>,
+    /// Expert bytes one token touches: `n_expert_used` experts in every MoE layer.
+    pub working_set_bytes_per_token: u64,
+    /// The largest single layer's selection for one full ubatch (page-rounded): what must be
+    /// resident at once.
+    pub ubatch_working_set_bytes: u64,
+    pub n_ctx: u32,
+    pub n_ubatch: u32,
+    pub kv_bytes: u64,
+    pub compute_bytes: u64,
+    pub runtime_bytes: u64,
+    pub margin_bytes: u64,
+    /// Everything that is not a routed expert: non-expert weights, KV, compute, runtime, margin.
+    pub reserve_bytes: u64,
+    pub min_budget_bytes: u64,
+    pub budget_bytes: u64,
+    /// `budget_bytes - reserve_bytes`, or 0 when the budget is below the minimum.
+    pub expert_budget_bytes: u64,
+    pub fits: bool,
+}
+
+/// Safety margin on top of a reserve: 16 MiB plus 1/64.
+pub fn margin_for(bytes: u64) -> u64 {
+    16 * MIB + bytes / 64
+}
+
+/// Expert bytes of one expert of each MoE layer, rounded outward to pages per tensor.
+fn page_cost(index: &ModelIndex, page: u64) -> Vec<u64> {
+    index
+        .layers
+        .iter()
+        .map(|l| {
+            l.tensors
+                .iter()
+                .map(|t| t.bytes_per_expert.next_multiple_of(page) + page)
+                .sum()
+        })
+        .collect()
+}
+
+/// The most that must be resident at once for one ubatch: the largest layer's selection.
+pub fn ubatch_working_set(index: &ModelIndex, n_ubatch: u32, page: u64) -> u64 {
+    let chosen =
+        (u64::from(n_ubatch) * u64::from(index.n_expert_used)).min(u64::from(index.n_expert));
+    page_cost(index, page)
+        .iter()
+        .map(|c| c * chosen)
+        .max()
+        .unwrap_or(0)
+}
+
+/// KV cache bytes (f16 K and V for every layer; an overestimate for hybrid models).
+pub fn kv_bytes(index: &ModelIndex, n_ctx: u32) -> u64 {
+    u64::from(n_ctx)
+        * u64::from(index.n_layer)
+        * index.n_head_kv
+        * (index.head_dim_k + index.head_dim_v)
+        * 2
+}
+
+/// Upper estimate of llama.cpp's compute buffer for one ubatch: activations per token,
+/// attention scores over the context, and the output logits.
+pub fn compute_bytes(index: &ModelIndex, shape: RunShape) -> u64 {
+    let u = u64::from(shape.n_ubatch);
+    let per_token = index.n_embd * 4 * 24
+        + u64::from(index.n_expert) * 4 * 4
+        + u64::from(index.n_expert_used) * index.expert_ff.max(index.n_embd) * 4 * 4
+        + index.n_head.max(1) * u64::from(shape.n_ctx) * 4;
+    u * per_token + index.n_vocab * 4 * 8 + 8 * MIB
+}
+
+/// The process itself: code, allocator, thread stacks, and the tokenizer's tables.
+pub fn runtime_bytes(index: &ModelIndex) -> u64 {
+    24 * MIB + index.n_vocab * 256
+}
+
+pub fn make_plan(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u64) -> Plan {
+    let kv = kv_bytes(index, shape.n_ctx);
+    let compute = compute_bytes(index, shape);
+    let runtime = runtime_bytes(index);
+    let ws = ubatch_working_set(index, shape.n_ubatch, page);
+    let base = index.non_expert_bytes() + kv + compute + runtime;
+    let margin = margin_for(base + ws);
+    let reserve = base + margin;
+    let min_budget = reserve + ws;
+    let fits = budget_bytes >= min_budget;
+    Plan {
+        model: index.files[0].display().to_string(),
+        arch: index.arch.clone(),
+        model_bytes: index.model_bytes(),
+        expert_bytes: index.expert_bytes,
+        non_expert_bytes: index.non_expert_bytes(),
+        n_moe_layers: index.layers.len() as u32,
+        n_expert: index.n_expert,
+        n_expert_used: index.n_expert_used,
+        bytes_per_expert: index
+            .layers
+            .iter()
+            .map(|l| LayerBytes {
+                layer: l.layer,
+                bytes_per_expert: l.bytes_per_expert(),
+            })
+            .collect(),
+        working_set_bytes_per_token: index
+            .layers
+            .iter()
+            .map(|l| l.bytes_per_expert() * u64::from(index.n_expert_used))
+            .sum(),
+        ubatch_working_set_bytes: ws,
+        n_ctx: shape.n_ctx,
+        n_ubatch: shape.n_ubatch,
+        kv_bytes: kv,
+        compute_bytes: compute,
+        runtime_bytes: runtime,
+        margin_bytes: margin,
+        reserve_bytes: reserve,
+        min_budget_bytes: min_budget,
+        budget_bytes,
+        expert_budget_bytes: if fits { budget_bytes - reserve } else { 0 },
+        fits,
+    }
+}
+
+/// What the process measured once the model and context exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Measured {
+    /// Total RSS (anonymous + file) right after the context was created.
+    pub rss_bytes: u64,
+    /// The part of that RSS that is the model file's mapping.
+    pub mapping_rss_bytes: u64,
+    /// Anonymous memory the context reserved but has not touched yet (virtual growth of
+    /// private data during context creation minus its resident growth).
+    pub untouched_context_bytes: u64,
+}
+
+/// The reserve from measurements: what is resident now, minus the mapping, plus all
+/// non-expert weights (they fault in on first use), plus the context memory not yet
+/// touched, plus the margin.
+pub fn measured_reserve(index: &ModelIndex, m: Measured) -> u64 {
+    let base = m.rss_bytes.saturating_sub(m.mapping_rss_bytes)
+        + index.non_expert_bytes()
+        + m.untouched_context_bytes;
+    base + margin_for(base)
+}
+
+/// The default budget: 80% of available memory, or of the cgroup limit when that is lower.
+pub fn default_budget_bytes() -> u64 {
+    let avail = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        })
+        .map_or(4096 * MIB, |kb| kb * 1024);
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .filter_map(|t| t.trim().parse::<u64>().ok())
+    .min()
+    .unwrap_or(u64::MAX);
+    avail.min(cgroup) / 5 * 4
+}

@@ -1,0 +1,169 @@
+//! A real byte-level BPE tokenizer (GPT-2 style, `pre = qwen2`), trained at synthesis time
+//! on a small embedded English text, then padded with unused tokens to the preset's vocab.
+
+use std::collections::HashMap;
+
+const CORPUS: &str = "The quick brown fox jumps over the lazy dog. A model of experts routes each \
+token to a few of its many feed forward networks, and only those weights are read. When the \
+weights do not fit in memory, the operating system pages them in from the disk as they are \
+touched. This is the simple story of paging, and the details are where the time goes. The \
+reader should know that the routing changes from token to token, and that the hot experts of \
+one layer are not the hot experts of the next. There is a time to read and a time to compute, \
+and the best systems do both at once. In the beginning there was the file, and the file was \
+mapped, and the pages were faulted in one at a time. Then the pager came, and it said what \
+would be needed next, and the kernel read it before the compute asked. This is a test of the \
+tokenizer, with numbers like 1, 2, 3, 42 and 2026, with punctuation: commas, colons; and \
+questions? Yes! Hello world, hello there, hello again. What is the answer to the question \
+of life, the universe and everything? It is forty two, or so the story goes.";
+
+pub const SPECIAL_TOKENS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
+
+/// llama.cpp token types.
+pub const TYPE_NORMAL: i32 = 1;
+pub const TYPE_CONTROL: i32 = 3;
+pub const TYPE_UNUSED: i32 = 5;
+
+pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    pub tokens: Vec<String>,
+    pub types: Vec<i32>,
+    pub merges: Vec<String>,
+    /// Ids of the ordinary tokens that print as ASCII: the ones generated text walks through.
+    pub normal_ids: Vec<u32>,
+    pub eos_id: u32,
+    pub bos_id: u32,
+}
+
+/// GPT-2's reversible byte -> printable unicode mapping.
+pub fn byte_to_unicode() -> [char; 256] {
+    let mut map = ['\0'; 256];
+    let mut n = 0u32;
+    for b in 0..256u32 {
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        map[b as usize] = if printable {
+            char::from_u32(b).unwrap()
+        } else {
+            n += 1;
+            char::from_u32(255 + n).unwrap()
+        };
+    }
+    map
+}
+
+/// Train `n_merges` BPE merges on the corpus and pad the vocabulary to `n_vocab` tokens.
+pub fn build(n_vocab: usize, n_merges: usize) -> Tokenizer {
+    let b2u = byte_to_unicode();
+    let mut tokens: Vec<String> = b2u.iter().map(|c| c.to_string()).collect();
+    let mut types = vec![TYPE_NORMAL; 256];
+
+    // Pre-tokenize as GPT-2 does for plain words: a word carries its leading space.
+    let mut words: HashMap<Vec<String>, u64> = HashMap::new();
+    for (i, w) in CORPUS.split(' ').enumerate() {
+        let text = if i == 0 {
+            w.to_string()
+        } else {
+            format!(" {w}")
+        };
+        let syms: Vec<String> = text.bytes().map(|b| b2u[b as usize].to_string()).collect();
+        *words.entry(syms).or_default() += 1;
+    }
+    let mut words: Vec<(Vec<String>, u64)> = words.into_iter().collect();
+    words.sort();
+
+    let budget = n_vocab.saturating_sub(256 + SPECIAL_TOKENS.len());
+    let mut merges = Vec::new();
+    while merges.len() < n_merges.min(budget) {
+        let mut pairs: HashMap<(String, String), u64> = HashMap::new();
+        for (syms, count) in &words {
+            for w in syms.windows(2) {
+                *pairs.entry((w[0].clone(), w[1].clone())).or_default() += count;
+            }
+        }
+        // Most frequent pair, ties broken by the pair itself so training is deterministic.
+        let Some(((a, b), count)) = pairs
+            .into_iter()
+            .max_by(|x, y| x.1.cmp(&y.1).then(y.0.cmp(&x.0)))
+        else {
+            break;
+        };
+        if count < 2 {
+            break;
+        }
+        let joined = format!("{a}{b}");
+        for (syms, _) in &mut words {
+            let mut i = 0;
+            while i + 1 < syms.len() {
+                if syms[i] == a && syms[i + 1] == b {
+                    syms[i] = joined.clone();
+                    syms.remove(i + 1);
+                }
+                i += 1;
+            }
+        }
+        merges.push(format!("{a} {b}"));
+        tokens.push(joined);
+        types.push(TYPE_NORMAL);
+    }
+    // Generated text walks through tokens that print as plain ASCII.
+    let u2b: HashMap<char, u8> = b2u.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
+    let normal_ids = (0..tokens.len() as u32)
+        .filter(|&i| {
+            tokens[i as usize].chars().all(|c| {
+                u2b.get(&c)
+                    .is_some_and(|b| b.is_ascii_graphic() || *b == b' ')
+            })
+        })
+        .collect();
+    let bos_id = tokens.len() as u32;
+    for s in SPECIAL_TOKENS {
+        tokens.push(s.to_string());
+        types.push(TYPE_CONTROL);
+    }
+    let eos_id = bos_id + 2;
+    let mut k = 0;
+    while tokens.len() < n_vocab {
+        tokens.push(format!("<|unused_{k}|>"));
+        types.push(TYPE_UNUSED);
+        k += 1;
+    }
+    Tokenizer {
+        tokens,
+        types,
+        merges,
+        normal_ids,
+        eos_id,
+        bos_id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_map_is_a_bijection() {
+        let m = byte_to_unicode();
+        let mut seen = std::collections::HashSet::new();
+        for c in m {
+            assert!(seen.insert(c));
+        }
+        assert_eq!(m[b'A' as usize], 'A');
+        assert_eq!(m[b' ' as usize], '\u{120}');
+    }
+
+    #[test]
+    fn merges_produce_tokens_and_vocab_is_padded() {
+        let t = build(1024, 300);
+        assert_eq!(t.tokens.len(), 1024);
+        assert!(t.merges.len() > 100, "{} merges", t.merges.len());
+        assert!(t.tokens.contains(&"\u{120}the".to_string()));
+        for m in &t.merges {
+            let (a, b) = m.split_once(' ').unwrap();
+            assert!(t.tokens.contains(&format!("{a}{b}")));
+        }
+        assert_eq!(t.tokens[t.eos_id as usize], "<|im_end|>");
+    }
+}
