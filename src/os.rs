@@ -152,26 +152,34 @@ impl FileMapping {
             .any(|&(s, e)| addr >= s && addr.saturating_add(len) <= e)
     }
 
-    /// The page-aligned address range for file range `[start, end)`, if it is mapped.
-    fn mapped(&self, start: u64, end: u64) -> Option<(*mut libc::c_void, usize)> {
-        if end <= start {
-            return None;
-        }
-        let addr = self.addr_of(start);
-        let len = (end - start) as usize;
-        self.contains(addr, len)
-            .then_some((addr as *mut libc::c_void, len))
+    /// The parts of file range `[start, end)` that are mapped, one per VMA: llama.cpp unmaps
+    /// the parts of the file that hold no tensor, so a range may be only partly mapped.
+    fn mapped(
+        &self,
+        start: u64,
+        end: u64,
+    ) -> impl Iterator<Item = (*mut libc::c_void, usize)> + '_ {
+        let (lo, hi) = (self.addr_of(start), self.addr_of(end.max(start)));
+        self.vmas
+            .iter()
+            .map(move |&(s, e)| (s.max(lo), e.min(hi)))
+            .filter(|&(s, e)| s < e)
+            .map(|(s, e)| (s as *mut libc::c_void, e - s))
     }
 
+    /// Returns whether every mapped part took the advice (and at least one part was mapped).
     fn madvise(&self, start: u64, end: u64, advice: libc::c_int) -> bool {
-        let Some((addr, len)) = self.mapped(start, end) else {
-            return false;
-        };
-        // SAFETY: `[addr, addr+len)` is page-aligned (callers round to pages) and lies inside a
-        // shared read-only file mapping (invariant 1 + `contains`). The advice passed here is
-        // RANDOM, WILLNEED or DONTNEED; on such a mapping none of them can change the bytes a
-        // reader sees: dropped pages fault back in from the file.
-        unsafe { libc::madvise(addr, len, advice) == 0 }
+        let mut any = false;
+        let mut all = true;
+        for (addr, len) in self.mapped(start, end) {
+            any = true;
+            // SAFETY: `[addr, addr+len)` is page-aligned (callers round to pages; VMA bounds are
+            // page-aligned) and lies inside a shared read-only file mapping (invariant 1). The
+            // advice is RANDOM, WILLNEED or DONTNEED; on such a mapping none of them can change
+            // the bytes a reader sees: dropped pages fault back in from the file.
+            all &= unsafe { libc::madvise(addr, len, advice) } == 0;
+        }
+        any && all
     }
 
     /// `MADV_RANDOM` on the pages covering a file range, so a fault reads only its own page.
@@ -209,10 +217,9 @@ impl FileMapping {
     /// Bytes of a file range whose pages are in the page cache (mincore over the mapping).
     pub fn resident_bytes(&self, offset: u64, len: u64) -> u64 {
         let (s, e) = outward(offset, len, self.page);
-        let Some((addr, len)) = self.mapped(s, e) else {
-            return 0;
-        };
-        mincore_count(addr, len) * self.page
+        self.mapped(s, e)
+            .map(|(addr, len)| mincore_count(addr, len) * self.page)
+            .sum()
     }
 }
 

@@ -252,18 +252,40 @@ fn attach(
         .map(|f| FileMapping::find(f))
         .collect::<Result<Vec<_>, _>>()?;
     let n_expert = u64::from(index.n_expert);
+    // Faults anywhere in the file read only their own page: with the kernel's readahead, a
+    // fault on a non-expert tensor would read neighbouring (cold) experts into the page cache
+    // behind the pager's back. Non-expert bytes are all needed and counted in the reserve, so
+    // they are advised in up front, in large reads.
+    let mut expert_ranges: Vec<Vec<(u64, u64)>> = vec![Vec::new(); files.len()];
     let mut expected = Vec::new();
     for layer in &index.layers {
         for t in &layer.tensors {
             let m = &files[t.file];
             let len = t.bytes_per_expert * n_expert;
-            m.set_random(t.offset, len);
-            m.evict(t.offset, len);
+            expert_ranges[t.file].push((t.offset, t.offset + len));
             expected.push(ExpectedTensor {
                 name: t.name.clone(),
                 addr: m.addr_of(t.offset),
                 seen: false,
             });
+        }
+    }
+    drop_file_pages(&files, &index.file_sizes, &expert_ranges);
+    for (m, (ranges, &size)) in files
+        .iter()
+        .zip(expert_ranges.iter_mut().zip(&index.file_sizes))
+    {
+        m.set_random(0, size);
+        ranges.sort_unstable();
+        let mut pos = 0;
+        for &(start, end) in ranges.iter() {
+            if start > pos {
+                m.will_need(pos, start - pos);
+            }
+            pos = pos.max(end);
+        }
+        if size > pos {
+            m.will_need(pos, size - pos);
         }
     }
     let layers = index
@@ -300,6 +322,34 @@ fn attach(
         unverified: expected.len(),
         expected,
     })
+}
+
+/// Start from a clean page cache, so that the pager's table (no expert resident) is the
+/// truth: drop the whole file (the non-expert bytes are read back right after, in exact
+/// ranges). Two things defeat a plain drop of the expert ranges: readahead from header reads
+/// (ours and llama.cpp's) may still be in flight, and the kernel skips pages under I/O; and a
+/// large folio left by an earlier write or read can straddle an expert range and its
+/// neighbour, and is only dropped whole. So drop everything, check the expert ranges with
+/// mincore, and repeat until they are clean.
+fn drop_file_pages(files: &[FileMapping], sizes: &[u64], ranges: &[Vec<(u64, u64)>]) {
+    let page = os::page_size() as u64;
+    for attempt in 0..50 {
+        let mut stray = 0;
+        for ((m, &size), rs) in files.iter().zip(sizes).zip(ranges) {
+            m.evict(0, size.next_multiple_of(page));
+            for &(start, end) in rs {
+                let (s, e) = os::inward(start, end - start, page);
+                stray += m.resident_bytes(s, e - s);
+            }
+        }
+        if stray == 0 {
+            return;
+        }
+        if attempt == 49 {
+            tracing::warn!("{stray} bytes of expert pages stayed in the page cache after eviction");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 fn check_hook(hook: &HookState) -> Result<(), SessionError> {

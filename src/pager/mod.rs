@@ -215,11 +215,36 @@ impl<A: Advisor> Pager<A> {
                 && self.clock.saturating_sub(self.last_used[s]) < self.config.hot_window_tokens)
     }
 
+    /// The range to drop for expert `e` of one slice: the expert's own bytes, widened to
+    /// the page boundary on a side whose neighbouring expert is not resident. Pages shared
+    /// with a resident neighbour (or another tensor) are kept.
+    fn eviction_range(&self, layer_base: usize, sl: &ExpertSlice, e: u64) -> FileRange {
+        let page = self.config.page_size.max(1);
+        let mut r = sl.range(e);
+        if sl.bytes_per_expert < page {
+            return r;
+        }
+        let mut start = r.offset;
+        let mut end = r.offset + r.len;
+        if e > 0 && !self.resident[layer_base + e as usize - 1] {
+            start = start / page * page;
+        }
+        if e + 1 < u64::from(self.n_expert) && !self.resident[layer_base + e as usize + 1] {
+            end = end.next_multiple_of(page);
+        }
+        r.offset = start;
+        r.len = end - start;
+        r
+    }
+
     fn evict_slot(&mut self, s: usize) {
         let n = self.n_expert as usize;
+        let layer_base = s / n * n;
         let mut dropped = 0;
-        for sl in &self.layers[s / n].slices {
-            dropped += self.advisor.evict(sl.range((s % n) as u64));
+        for i in 0..self.layers[s / n].slices.len() {
+            let sl = self.layers[s / n].slices[i];
+            let r = self.eviction_range(layer_base, &sl, (s % n) as u64);
+            dropped += self.advisor.evict(r);
         }
         self.unlink(s);
         self.resident[s] = false;

@@ -209,3 +209,33 @@ fn out_of_range_ids_and_unknown_layers_are_ignored() {
     assert!(p.advisor().will_need.is_empty());
     assert_eq!(p.resident_bytes(), 0);
 }
+
+#[test]
+fn eviction_widens_to_pages_only_beside_non_resident_neighbours() {
+    // Experts of 6000 bytes at offset 1000: every expert shares pages with its neighbours.
+    let layers = vec![LayerSpec {
+        layer: 0,
+        slices: vec![ExpertSlice {
+            file: 0,
+            offset: 1000,
+            bytes_per_expert: 6000,
+        }],
+    }];
+    let mut p = Pager::new(
+        Recorder::default(),
+        PagerConfig {
+            expert_budget_bytes: 1 << 20,
+            hot_window_tokens: 0,
+            page_size: PAGE,
+        },
+        4,
+        layers,
+        Arc::new(PagerCounters::new([0])),
+    );
+    p.route(0, 1, [1, 2].into_iter());
+    p.route(0, 1, [3].into_iter());
+    p.shrink_to(p.resident_bytes() - 1); // evicts 1 (least recent); 0 is absent, 2 resident
+    let r = p.advisor().evicted[0];
+    // Expert 1 is [7000, 13000): widened down to 4096 (expert 0 absent), not up (2 resident).
+    assert_eq!((r.offset, r.offset + r.len), (4096, 13000));
+}

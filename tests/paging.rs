@@ -1,0 +1,193 @@
+//! End to end: paged runs are bit-identical to unpaged ones, stay within their budget,
+//! and never populate the model at load.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+const PROMPT: &str = "The quick brown fox jumps over the lazy dog, and the pager reads each expert";
+
+fn generate(
+    model: &Path,
+    dir: &Path,
+    tag: &str,
+    mode: &[&str],
+    n: &str,
+) -> (Vec<u8>, serde_json::Value) {
+    let logits = dir.join(format!("{tag}.logits"));
+    let stats = dir.join(format!("{tag}.json"));
+    let mut args = vec![
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        PROMPT,
+        "-n",
+        n,
+        "-c",
+        "1024",
+        "-t",
+        "2",
+        "--dump-logits",
+        logits.to_str().unwrap(),
+        "--stats-file",
+        stats.to_str().unwrap(),
+    ];
+    args.extend_from_slice(mode);
+    ok(&epm(&args));
+    (std::fs::read(&logits).unwrap(), json(&stats))
+}
+
+#[test]
+fn paged_output_is_bit_identical_at_three_budgets() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let plan = plan(&model, &["-c", "1024"]);
+    let min_mb = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB);
+
+    let (ref_logits, ref_stats) = generate(&model, dir.path(), "ref", &["--no-pager"], "48");
+    let n_vocab = 1024;
+    assert_eq!(
+        ref_logits.len(),
+        48 * n_vocab * 4,
+        "one f32 row per sampled position"
+    );
+    let ref_ids = ref_stats["tokens"]["generated_ids"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let distinct: std::collections::HashSet<_> = ref_ids.iter().collect();
+    assert!(
+        distinct.len() * 2 >= ref_ids.len(),
+        "greedy output degenerate: {ref_ids:?}"
+    );
+
+    for (i, budget) in [min_mb, min_mb + 24, 4096].into_iter().enumerate() {
+        let b = budget.to_string();
+        let (logits, stats) = generate(
+            &model,
+            dir.path(),
+            &format!("b{budget}"),
+            &["--ram-budget-mb", &b],
+            "48",
+        );
+        assert_eq!(
+            stats["tokens"]["generated_ids"].as_array().unwrap(),
+            &ref_ids,
+            "tokens differ at {budget} MiB"
+        );
+        assert!(logits == ref_logits, "logits differ at {budget} MiB");
+        let evictions = stats["experts"]["evictions"].as_u64().unwrap();
+        if i < 2 {
+            assert!(
+                evictions > 0,
+                "expected evictions at {budget} MiB, stats: {stats}"
+            );
+        }
+        assert!(stats["memory"]["peak_rss_bytes"].as_u64().unwrap() <= budget * MIB);
+        assert_eq!(stats["hook"]["panicked"], false);
+    }
+}
+
+#[test]
+fn minimum_budget_holds_under_a_hard_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let plan = plan(&model, &["-c", "1024"]);
+    let budget = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB) * MIB;
+    let stats_path = dir.path().join("min.json");
+    let args = [
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        PROMPT,
+        "-n",
+        "32",
+        "-c",
+        "1024",
+        "-t",
+        "2",
+        "--ram-budget-mb",
+        &(budget / MIB).to_string(),
+        "--stats-file",
+        stats_path.to_str().unwrap(),
+    ];
+    let cgroup = Cgroup::new(budget);
+    let out = match &cgroup {
+        Some(cg) => cg.command(bin(), &args).output().unwrap(),
+        None => {
+            eprintln!("note: no writable cgroup v1 memory controller; checking RSS only");
+            epm(&args)
+        }
+    };
+    ok(&out);
+    let stats = json(&stats_path);
+    let peak = stats["memory"]["peak_rss_bytes"].as_u64().unwrap();
+    assert!(peak <= budget, "peak RSS {peak} over budget {budget}");
+    assert!(stats["experts"]["evictions"].as_u64().unwrap() > 0);
+    assert_eq!(stats["memory"]["swap_bytes"], 0);
+    if let Some(cg) = &cgroup {
+        assert_eq!(cg.oom_kills(), 0, "OOM kill under the cap");
+        assert!(cg.max_usage() <= budget);
+    }
+    // The model's page cache holds no more than the expert budget plus non-expert bytes.
+    let cached = epm::os::file_cache_resident_bytes(&model).unwrap();
+    let expert_budget = stats["expert_budget_bytes"].as_u64().unwrap();
+    let non_expert = plan["non_expert_bytes"].as_u64().unwrap();
+    assert!(
+        cached <= expert_budget + non_expert,
+        "page cache {cached} > expert budget {expert_budget} + non-expert {non_expert}"
+    );
+}
+
+#[test]
+fn expert_ranges_are_not_populated_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    let size = std::fs::metadata(&model).unwrap().len();
+    let (_, paged) = generate(
+        &model,
+        dir.path(),
+        "paged",
+        &["--ram-budget-mb", "2048"],
+        "1",
+    );
+    let after_load = paged["memory"]["model_mapping_rss_after_load_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        after_load < size / 20,
+        "{after_load} of {size} bytes mapped right after load"
+    );
+    // The same figure for upstream's MAP_POPULATE shows the check can fail.
+    let (_, upstream) = generate(&model, dir.path(), "upstream", &["--upstream-mmap"], "1");
+    let populated = upstream["memory"]["model_mapping_rss_after_load_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        populated > size / 10 * 9,
+        "upstream mapped only {populated} of {size}"
+    );
+}
+
+#[test]
+fn dense_model_runs_unpaged_with_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny-dense", &[]);
+    let out = epm(&[
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        PROMPT,
+        "-n",
+        "8",
+        "--ram-budget-mb",
+        "512",
+    ]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no routed experts"), "stderr: {err}");
+}
