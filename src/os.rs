@@ -318,7 +318,7 @@ pub fn proc_memory(pid: Option<u32>) -> io::Result<ProcMemory> {
         match k {
             "VmRSS" => m.rss = kb,
             "RssAnon" => m.rss_anon = kb,
-            "RssFile" => m.rss_file = kb + m.rss_file,
+            "RssFile" => m.rss_file += kb,
             "RssShmem" => m.rss_file += kb,
             "VmSwap" => m.swap = kb,
             "VmHWM" => m.hwm = kb,

@@ -93,7 +93,7 @@ impl ModelIndex {
             get("embedding_length").ok_or_else(|| bad(&key("embedding_length"), "missing"))?;
         let n_head = get("attention.head_count").unwrap_or(0);
         let n_head_kv = get("attention.head_count_kv").unwrap_or(n_head);
-        let head_dim = if n_head > 0 { n_embd / n_head } else { 0 };
+        let head_dim = n_embd.checked_div(n_head).unwrap_or(0);
         let head_dim_k = get("attention.key_length").unwrap_or(head_dim);
         let head_dim_v = get("attention.value_length").unwrap_or(head_dim);
         let n_vocab = model

@@ -7,6 +7,8 @@
 mod error;
 pub mod index;
 mod reader;
+#[cfg(test)]
+mod tests;
 mod types;
 mod value;
 pub mod writer;

@@ -434,10 +434,9 @@ fn generate(
 
     let mut sampler = sampler(p);
     let mut generated = Vec::new();
-    let mut pos = tokens.len();
     let t1 = Instant::now();
     let mut piece = Vec::new();
-    for _ in 0..p.n_predict {
+    for pos in tokens.len()..tokens.len() + p.n_predict {
         if let Some(w) = logits_out.as_mut() {
             for &x in ctx.get_logits_ith(idx) {
                 w.write_all(&x.to_le_bytes())?;
@@ -457,7 +456,6 @@ fn generate(
         out.write_all(&piece)?;
         out.flush()?;
         idx = decode_tokens(ctx, hook, &[token], pos)?;
-        pos += 1;
         stats.decode_us.set(t1.elapsed().as_micros() as u64);
     }
     stats.decode_us.set(t1.elapsed().as_micros() as u64);

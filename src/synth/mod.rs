@@ -88,7 +88,7 @@ impl Preset {
                 expert_ff: 512,
                 n_vocab: 4096,
                 down_type: |l| {
-                    if l < 2 || l >= 6 {
+                    if !(2..6).contains(&l) {
                         GgmlType::Q6_K
                     } else {
                         GgmlType::Q4_K
