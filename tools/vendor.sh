@@ -52,6 +52,8 @@ done
 for b in "${TRIM_SYS[@]}"; do
   rm -rf "$out/llama-cpp-sys-2/llama.cpp/ggml/src/ggml-$b"
 done
+# A test fixture of llama-cpp-2's own tests (we never run them); no .gguf is committed here.
+rm -f "$out/llama-cpp-2/src/gguf/ggml-vocab-bert-bge.gguf"
 for p in "$ROOT"/patches/*.patch; do
   (cd "$out" && patch -s -p1 --no-backup-if-mismatch < "$p") || { echo "vendor.sh: $p does not apply" >&2; exit 1; }
 done

@@ -47,6 +47,29 @@ fn pager(budget_experts: u64, window: u64, n_layers: u32) -> Pager<Recorder> {
     )
 }
 
+/// One layer of 4 experts in one slice at `offset`, with a 1 MiB budget.
+fn one_layer(offset: u64, bytes_per_expert: u64) -> Pager<Recorder> {
+    let layers = vec![LayerSpec {
+        layer: 0,
+        slices: vec![ExpertSlice {
+            file: 0,
+            offset,
+            bytes_per_expert,
+        }],
+    }];
+    Pager::new(
+        Recorder::default(),
+        PagerConfig {
+            expert_budget_bytes: 1 << 20,
+            hot_window_tokens: 0,
+            page_size: PAGE,
+        },
+        4,
+        layers,
+        Arc::new(PagerCounters::new([0])),
+    )
+}
+
 fn expert_of(r: &FileRange, layer: u32) -> u32 {
     ((r.offset - u64::from(layer) * u64::from(N_EXPERT) * EXPERT) / EXPERT) as u32
 }
@@ -165,25 +188,7 @@ fn token_clock_advances_per_ubatch_not_per_layer() {
 
 #[test]
 fn cost_rounds_unaligned_experts_outward_to_pages() {
-    let layers = vec![LayerSpec {
-        layer: 0,
-        slices: vec![ExpertSlice {
-            file: 0,
-            offset: 100,
-            bytes_per_expert: 5000,
-        }],
-    }];
-    let p = Pager::new(
-        Recorder::default(),
-        PagerConfig {
-            expert_budget_bytes: 1 << 20,
-            hot_window_tokens: 0,
-            page_size: PAGE,
-        },
-        4,
-        layers,
-        Arc::new(PagerCounters::new([0])),
-    );
+    let p = one_layer(100, 5000);
     // Expert 0 spans [100, 5100): pages 0 and 1. Expert 1 spans [5100, 10100): pages 1 and 2.
     assert_eq!(p.expert_cost(0, 0), Some(2 * PAGE));
     assert_eq!(p.expert_cost(0, 1), Some(2 * PAGE));
@@ -213,25 +218,7 @@ fn out_of_range_ids_and_unknown_layers_are_ignored() {
 #[test]
 fn eviction_widens_to_pages_only_beside_non_resident_neighbours() {
     // Experts of 6000 bytes at offset 1000: every expert shares pages with its neighbours.
-    let layers = vec![LayerSpec {
-        layer: 0,
-        slices: vec![ExpertSlice {
-            file: 0,
-            offset: 1000,
-            bytes_per_expert: 6000,
-        }],
-    }];
-    let mut p = Pager::new(
-        Recorder::default(),
-        PagerConfig {
-            expert_budget_bytes: 1 << 20,
-            hot_window_tokens: 0,
-            page_size: PAGE,
-        },
-        4,
-        layers,
-        Arc::new(PagerCounters::new([0])),
-    );
+    let mut p = one_layer(1000, 6000);
     p.route(0, 1, [1, 2].into_iter());
     p.route(0, 1, [3].into_iter());
     p.shrink_to(p.resident_bytes() - 1); // evicts 1 (least recent); 0 is absent, 2 resident
