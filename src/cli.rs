@@ -13,7 +13,7 @@ use epm::gguf::{GgufError, GgufModel, ModelIndex};
 use epm::llama::{self, ChatTurn, GenerateParams, PagerMode, SessionError, SessionOptions};
 use epm::plan::{self, RunShape};
 use epm::stats::{self, PagerCounters, RunStats};
-use epm::{os, synth};
+use epm::{harness, os, synth};
 
 const MIB: u64 = 1 << 20;
 
@@ -46,6 +46,53 @@ enum Command {
     Synth(SynthArgs),
     /// Synthesize a demo model and run it unpaged and paged, side by side.
     Demo(DemoArgs),
+    /// A/B runs against upstream llama.cpp under the same hard memory cap.
+    Ab(AbArgs),
+    /// Measure the disk a model lives on: O_DIRECT reads at several sizes and queue depths.
+    ProbeIo(ProbeIoArgs),
+}
+
+#[derive(Args, Debug)]
+struct AbArgs {
+    #[arg(short = 'm', long)]
+    model: PathBuf,
+    /// A budget (and cap) in MiB; repeat for several.
+    #[arg(long = "budget-mb", required = true)]
+    budgets_mb: Vec<u64>,
+    #[arg(short = 'p', long, conflicts_with = "file")]
+    prompt: Option<String>,
+    #[arg(short = 'f', long)]
+    file: Option<PathBuf>,
+    #[arg(short = 'n', long = "n-predict", default_value_t = 32)]
+    n_predict: usize,
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
+    ctx: u32,
+    #[arg(short = 't', long, default_value_t = 2)]
+    threads: u32,
+    #[arg(long = "ubatch-size", default_value_t = 128)]
+    ubatch: u32,
+    /// Repeat the whole set this many times, alternating configurations.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    #[arg(long, default_value = "validate/ab-test.json")]
+    out: PathBuf,
+    /// Also write the budget curve as a PNG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Run the kernel-paging configuration at this read_ahead_kb (restored afterwards).
+    #[arg(long)]
+    kernel_readahead_kb: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct ProbeIoArgs {
+    /// A file on the disk to measure (default: a scratch file in the current directory).
+    path: Option<PathBuf>,
+    /// Bytes to read per measurement.
+    #[arg(long, default_value_t = 256)]
+    mb_per_test: u64,
+    #[arg(long, default_value = "validate/io-probe.json")]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -91,7 +138,7 @@ struct GenerateArgs {
     /// Upstream behaviour apart from MAP_POPULATE: no pager, no hook.
     #[arg(long, conflicts_with = "upstream_mmap")]
     no_pager: bool,
-    /// Upstream behaviour including MAP_POPULATE and extra buffer types: the baseline.
+    /// Upstream behaviour including MAP_POPULATE: the baseline.
     #[arg(long)]
     upstream_mmap: bool,
     /// Experts used within this many recent tokens are never evicted.
@@ -106,6 +153,9 @@ struct GenerateArgs {
     /// Interactive chat on stdin using the model's chat template.
     #[arg(long)]
     chat: bool,
+    /// Write the routing trace (selected experts per token and layer) here; see README.
+    #[arg(long)]
+    trace_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -162,6 +212,9 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
     for cause in e.chain() {
         if cause.is::<UsageError>() || cause.is::<GgufError>() {
             return 2;
+        }
+        if let Some(harness::HarnessError::Interrupted) = cause.downcast_ref() {
+            return 130;
         }
         if let Some(s) = cause.downcast_ref::<SessionError>() {
             return match s {
@@ -227,6 +280,8 @@ pub fn run(args: Vec<OsString>) -> Result<()> {
         Command::Plan(a) => plan_cmd(a),
         Command::Synth(a) => synth_cmd(a),
         Command::Demo(a) => demo(a),
+        Command::Ab(a) => ab(a),
+        Command::ProbeIo(a) => probe_io(a),
     }
 }
 
@@ -327,6 +382,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         n_threads: threads,
         pager: mode,
         show_progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        trace_file: a.trace_file.clone(),
     };
     let params = GenerateParams {
         prompt,
@@ -590,4 +646,97 @@ fn tempdir_in(dir: &Path) -> Result<PathBuf> {
     let p = dir.join(format!("run-{}", std::process::id()));
     std::fs::create_dir_all(&p)?;
     Ok(p)
+}
+
+fn ab(a: AbArgs) -> Result<()> {
+    open_index(&a.model)?;
+    if a.budgets_mb.contains(&0) || a.runs == 0 || a.n_predict == 0 {
+        bail!(UsageError(
+            "--budget-mb, --runs and -n must be greater than 0".into()
+        ));
+    }
+    let prompt_args = match (&a.prompt, &a.file) {
+        (Some(p), _) => vec!["-p".to_string(), p.clone()],
+        (None, Some(f)) => vec!["-f".to_string(), f.display().to_string()],
+        (None, None) => vec!["-p".to_string(), "The quick brown fox jumps over the lazy dog. Experts are paged in as routing asks for them.".to_string()],
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone())?;
+    }
+    let out_dir = a
+        .out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let work_dir = std::env::temp_dir().join(format!("epm-ab-{}", std::process::id()));
+    let cfg = harness::AbConfig {
+        exe: std::env::current_exe()?,
+        model: a.model.clone(),
+        budgets_mb: a.budgets_mb.clone(),
+        prompt_args,
+        n_predict: a.n_predict,
+        n_ctx: a.ctx,
+        n_threads: a.threads,
+        n_ubatch: a.ubatch,
+        runs: a.runs,
+        kernel_readahead_kb: a.kernel_readahead_kb,
+        work_dir: work_dir.clone(),
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    if let Some(kb) = a.kernel_readahead_kb {
+        eprintln!("note: kernel-paging runs set read_ahead_kb of the model's disk to {kb} for their duration (restored after each)");
+    }
+    let result = harness::run_ab(&cfg, &interrupted, |row| {
+        eprintln!(
+            "rep {} budget {} MiB {:<9} {} ({:.1} s)",
+            row.rep,
+            row.budget_mb,
+            row.config.name(),
+            row.outcome,
+            row.child.wall_s
+        );
+    });
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let report = result?;
+    if report.cap != harness::cap::CapKind::CgroupV1
+        && report.cap != harness::cap::CapKind::CgroupV2
+    {
+        eprintln!("WARNING: no writable cgroup: the cap was RLIMIT_DATA plus a sampler that kills at the budget, which does not bound page cache");
+    }
+    let json = serde_json::to_vec_pretty(&report)?;
+    stats::write_atomic(&a.out, &json).with_context(|| format!("writing {}", a.out.display()))?;
+    print!("{}", harness::render_table(&report));
+    println!("wrote {}", a.out.display());
+    if let Some(png) = &a.plot {
+        harness::plot::write_png(&report, png).map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        println!("wrote {}", png.display());
+    }
+    if !report.all_passed {
+        bail!("A/B check failed: {}", report.failures.join("; "));
+    }
+    Ok(())
+}
+
+fn probe_io(a: ProbeIoArgs) -> Result<()> {
+    let report = epm::probe::run(a.path.as_deref(), a.mb_per_test << 20)?;
+    let out_dir = a
+        .out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(out_dir)?;
+    stats::write_atomic(&a.out, &serde_json::to_vec_pretty(&report)?)?;
+    for r in &report.results {
+        println!(
+            "{:<10} block {:>8} KiB  qd {:>2}  {:>8.1} MB/s",
+            r.pattern,
+            r.block_bytes / 1024,
+            r.queue_depth,
+            r.mb_per_s
+        );
+    }
+    println!("wrote {}", a.out.display());
+    Ok(())
 }

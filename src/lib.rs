@@ -5,9 +5,11 @@
 //! feeds routing to the [`pager`] policy, which advises the [`os`] layer; [`stats`] counts.
 
 pub mod gguf;
+pub mod harness;
 pub mod llama;
 pub mod os;
 pub mod pager;
 pub mod plan;
+pub mod probe;
 pub mod stats;
 pub mod synth;

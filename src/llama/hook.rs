@@ -27,6 +27,69 @@ pub struct ExpectedTensor {
     pub seen: bool,
 }
 
+/// The routing trace (`generate --trace-file`), little-endian:
+/// a 16-byte header `"EPMTRC01"`, `u32 n_expert`, `u32 n_expert_used`; then one record per
+/// routed layer per ubatch, in the order the hook saw them: `u32 layer`, `u32 n_tokens`,
+/// then `n_tokens * n_expert_used` `u16` expert ids, token-major. A record whose layer is not
+/// above the previous one starts a new ubatch (the prompt's ubatches, then one token per step).
+pub struct TraceWriter {
+    file: std::fs::File,
+    buf: Vec<u8>,
+    pub failed: bool,
+}
+
+impl TraceWriter {
+    const CAPACITY: usize = 1 << 20;
+
+    pub fn create(
+        path: &std::path::Path,
+        n_expert: u32,
+        n_used: u32,
+    ) -> std::io::Result<TraceWriter> {
+        let mut buf = Vec::with_capacity(Self::CAPACITY);
+        buf.extend_from_slice(b"EPMTRC01");
+        buf.extend_from_slice(&n_expert.to_le_bytes());
+        buf.extend_from_slice(&n_used.to_le_bytes());
+        Ok(TraceWriter {
+            file: std::fs::File::create(path)?,
+            buf,
+            failed: false,
+        })
+    }
+
+    fn flush(&mut self) {
+        use std::io::Write;
+        if self.file.write_all(&self.buf).is_err() {
+            self.failed = true;
+        }
+        self.buf.clear();
+    }
+
+    /// Append one record. Allocation-free while the record fits the preallocated buffer.
+    fn record(
+        &mut self,
+        layer: u32,
+        n_tokens: usize,
+        ids: impl Iterator<Item = i32>,
+        n_ids: usize,
+    ) {
+        if self.buf.len() + 8 + 2 * n_ids > Self::CAPACITY {
+            self.flush();
+        }
+        self.buf.extend_from_slice(&layer.to_le_bytes());
+        self.buf.extend_from_slice(&(n_tokens as u32).to_le_bytes());
+        for id in ids {
+            self.buf.extend_from_slice(&(id as u16).to_le_bytes());
+        }
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// The paging state the hook drives once the model and context exist.
 pub struct Active {
     pub pager: Pager<OsAdvisor>,
@@ -35,6 +98,7 @@ pub struct Active {
     pub rss_limit: u64,
     pub expected: Vec<ExpectedTensor>,
     pub unverified: usize,
+    pub trace: Option<TraceWriter>,
 }
 
 /// Shared with the C callback through `cb_eval_user_data`. Boxed by the session so its
@@ -86,14 +150,19 @@ impl HookState {
         let (n_used, n_tokens, row_stride) =
             (t.ne[0].max(0) as usize, t.ne[1].max(0) as usize, t.nb[1]);
         let base = t.data as *const u8;
-        let ids = (0..n_tokens).flat_map(move |row| {
-            (0..n_used).map(move |col| {
-                // SAFETY: `data` is the topk view of `ne[1]` rows of `ne[0]` i32s, rows `nb[1]`
-                // bytes apart; the scheduler has computed it and it stays alive during this call.
-                unsafe { (base.add(row * row_stride + col * 4) as *const i32).read_unaligned() }
+        let ids = || {
+            (0..n_tokens).flat_map(move |row| {
+                (0..n_used).map(move |col| {
+                    // SAFETY: `data` is the topk view of `ne[1]` rows of `ne[0]` i32s, rows `nb[1]`
+                    // bytes apart; the scheduler has computed it and it stays alive during this call.
+                    unsafe { (base.add(row * row_stride + col * 4) as *const i32).read_unaligned() }
+                })
             })
-        });
-        active.pager.route(layer, n_tokens as u64, ids);
+        };
+        if let Some(trace) = active.trace.as_mut() {
+            trace.record(layer, n_tokens, ids(), n_tokens * n_used);
+        }
+        active.pager.route(layer, n_tokens as u64, ids());
         let rss = active.rss.rss_bytes();
         if rss > active.rss_limit {
             let excess = rss - active.rss_limit;

@@ -59,7 +59,7 @@ pub enum SessionError {
 /// How the model's experts are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PagerMode {
-    /// Upstream llama.cpp with MAP_POPULATE kept: the honest baseline.
+    /// Upstream llama.cpp's loading with MAP_POPULATE kept: the honest baseline.
     UpstreamMmap,
     /// Upstream behaviour apart from MAP_POPULATE; no hook.
     Off,
@@ -78,6 +78,8 @@ pub struct SessionOptions {
     pub n_threads: i32,
     pub pager: PagerMode,
     pub show_progress: bool,
+    /// Write the routing trace here (paged runs only).
+    pub trace_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -130,10 +132,13 @@ pub fn run(
     let backend = backend()?;
     let path = index.files[0].clone();
     let upstream = opts.pager == PagerMode::UpstreamMmap;
+    // Extra buffer types (AMX, CPU_REPACK) stay off in every mode: they copy weights out of
+    // the mapping and use other kernels (AMX repacking of Q8_0 changes logits on this kind of
+    // machine), so every mode computes with the same kernels and outputs can be compared.
     let mut mparams = LlamaModelParams::default()
         .with_n_gpu_layers(0)
         .with_no_populate(!upstream)
-        .with_use_extra_bufts(upstream);
+        .with_use_extra_bufts(false);
     let bar = opts.show_progress.then(|| {
         let b = indicatif::ProgressBar::new(100);
         b.set_style(
@@ -223,6 +228,7 @@ pub fn run(
                 hot_window_tokens,
                 budget_bytes - plan::margin_for(0) / 4,
                 stats.clone(),
+                opts.trace_file.as_deref(),
             )?);
         }
     }
@@ -245,6 +251,7 @@ fn attach(
     hot_window_tokens: u64,
     rss_limit: u64,
     stats: Arc<RunStats>,
+    trace_file: Option<&std::path::Path>,
 ) -> Result<Active, SessionError> {
     let files = index
         .files
@@ -321,6 +328,9 @@ fn attach(
         rss_limit,
         unverified: expected.len(),
         expected,
+        trace: trace_file
+            .map(|p| super::hook::TraceWriter::create(p, index.n_expert, index.n_expert_used))
+            .transpose()?,
     })
 }
 
@@ -455,6 +465,9 @@ fn generate(
         vocab.token_to_piece_into(token, &mut piece, false, None);
         out.write_all(&piece)?;
         out.flush()?;
+        if generated.len() == p.n_predict {
+            break; // the last token's logits would never be used
+        }
         idx = decode_tokens(ctx, hook, &[token], pos)?;
         stats.decode_us.set(t1.elapsed().as_micros() as u64);
     }

@@ -1,0 +1,227 @@
+//! The A/B harness: a real `ab` run on a tiny model, a cap that must kill a child that
+//! exceeds it, cleanup of every cgroup, and the routing trace.
+
+mod common;
+
+use common::*;
+use epm::harness::cap::{Cap, CapKind};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+fn our_cgroups(pid: u32) -> Vec<String> {
+    let prefix = format!("epm-{pid}-");
+    ["/sys/fs/cgroup/memory", "/sys/fs/cgroup"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+#[test]
+fn ab_on_a_tiny_model_with_two_budgets() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let plan = plan(&model, &["-c", "1024"]);
+    let min_mb = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB);
+    let out = dir.path().join("ab.json");
+    let png = dir.path().join("ab.png");
+    let (b1, b2) = (min_mb.to_string(), (min_mb + 40).to_string());
+    let child = Command::new(bin())
+        .args([
+            "ab",
+            "-m",
+            model.to_str().unwrap(),
+            "--budget-mb",
+            &b1,
+            "--budget-mb",
+            &b2,
+        ])
+        .args([
+            "-n",
+            "16",
+            "-c",
+            "1024",
+            "--out",
+            out.to_str().unwrap(),
+            "--plot",
+            png.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    ok(&child.wait_with_output().unwrap());
+    assert!(
+        our_cgroups(pid).is_empty(),
+        "cgroups left: {:?}",
+        our_cgroups(pid)
+    );
+    let report = json(&out);
+    assert_eq!(report["all_passed"], true, "{report}");
+    for k in ["cpu", "cores", "mem_total_bytes", "kernel"] {
+        assert!(report["machine"].get(k).is_some(), "machine.{k}");
+    }
+    assert!(report["command"].as_str().unwrap().contains("ab"));
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "3 configurations x 2 budgets");
+    let real_caps = ["cgroup-v1", "cgroup-v2", "rlimit+sampler"];
+    for r in rows {
+        for k in [
+            "rep",
+            "budget_mb",
+            "config",
+            "cap",
+            "read_ahead_kb",
+            "outcome",
+            "child",
+            "prefill_tok_s",
+            "decode_tok_s",
+            "command",
+        ] {
+            assert!(r.get(k).is_some(), "row.{k} missing: {r}");
+        }
+        assert_eq!(r["outcome"], "ok", "{r}");
+        assert!(r["child"]["time_to_first_output_s"].as_f64().is_some());
+        assert!(
+            r["cold_cache_resident_bytes"].as_u64().unwrap() < 1 << 20,
+            "cache not cold: {r}"
+        );
+        match r["config"].as_str().unwrap() {
+            "reference" => assert_eq!(r["cap"], "none"),
+            config => {
+                assert!(real_caps.contains(&r["cap"].as_str().unwrap()), "{r}");
+                assert_eq!(r["tokens_match"], true, "{config}: {r}");
+                assert_eq!(r["logits_match"], true, "{config}: {r}");
+            }
+        }
+        if r["config"] == "epm" {
+            assert_eq!(r["within_budget"], true, "{r}");
+            let budget = r["budget_mb"].as_u64().unwrap() * MIB;
+            assert!(r["child"]["peak_rss_bytes"].as_u64().unwrap() <= budget);
+            assert!(r["hit_rate"].as_f64().is_some());
+        }
+    }
+    let png_bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&png_bytes[1..4], b"PNG");
+}
+
+#[test]
+fn a_child_over_the_cap_is_killed_and_reported_as_oom() {
+    let cap = Cap::new(64 * MIB);
+    if cap.kind == CapKind::RlimitSampler {
+        eprintln!("note: no writable cgroup; testing the sampler cap");
+    }
+    let script = "b = bytearray(b'x' * (512 << 20)); print(len(b))";
+    let cmd = cap.command(
+        Path::new("/usr/bin/env"),
+        &["python3".into(), "-c".into(), script.into()],
+    );
+    let report = epm::harness::child::run_child(cmd, Some(&cap), &AtomicBool::new(false)).unwrap();
+    let facts = cap.facts();
+    assert_eq!(report.signal, Some(9), "the child survived: {report:?}");
+    assert!(
+        facts.oom_kills > 0 || report.killed_by_sampler,
+        "not reported as OOM: {facts:?}"
+    );
+    assert!(report.stdout.is_empty(), "the allocation completed");
+    drop(cap);
+    assert!(
+        our_cgroups(std::process::id()).is_empty(),
+        "cgroup left behind"
+    );
+}
+
+#[test]
+fn interrupted_ab_leaves_no_cgroup_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    let out = dir.path().join("ab.json");
+    let child = Command::new(bin())
+        .args([
+            "ab",
+            "-m",
+            model.to_str().unwrap(),
+            "--budget-mb",
+            "1024",
+            "--runs",
+            "50",
+        ])
+        .args(["-n", "400", "-c", "1024", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let result = child.wait_with_output().unwrap();
+    assert!(!result.status.success());
+    let err = String::from_utf8_lossy(&result.stderr);
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(
+        our_cgroups(pid).is_empty(),
+        "cgroups left: {:?}",
+        our_cgroups(pid)
+    );
+    assert!(!out.exists(), "no report is written for an interrupted run");
+}
+
+#[test]
+fn routing_trace_has_one_record_per_layer_and_ubatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    let trace = dir.path().join("t.bin");
+    let stats = dir.path().join("s.json");
+    ok(&epm(&[
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        "hello world",
+        "-n",
+        "5",
+        "--ram-budget-mb",
+        "1024",
+        "--trace-file",
+        trace.to_str().unwrap(),
+        "--stats-file",
+        stats.to_str().unwrap(),
+    ]));
+    let s = json(&stats);
+    let b = std::fs::read(&trace).unwrap();
+    assert_eq!(&b[..8], b"EPMTRC01");
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let (n_expert, n_used) = (u32_at(8), u32_at(12));
+    assert_eq!((n_expert, n_used), (32, 4));
+    let mut pos = 16;
+    let mut records = 0;
+    let mut tokens_layer0 = 0;
+    while pos < b.len() {
+        let (layer, n_tokens) = (u32_at(pos), u32_at(pos + 4));
+        pos += 8;
+        for _ in 0..n_tokens * n_used {
+            let id = u16::from_le_bytes(b[pos..pos + 2].try_into().unwrap());
+            assert!(u32::from(id) < n_expert);
+            pos += 2;
+        }
+        if layer == 0 {
+            tokens_layer0 += n_tokens;
+        }
+        records += 1;
+    }
+    assert_eq!(pos, b.len());
+    assert_eq!(records as u64, s["hook"]["calls"].as_u64().unwrap());
+    let prompt = s["tokens"]["prompt"].as_u64().unwrap();
+    let generated = s["tokens"]["generated"].as_u64().unwrap();
+    // Every prompt token, then each generated token but the last (its logits end the run).
+    assert_eq!(u64::from(tokens_layer0), prompt + generated - 1);
+}
