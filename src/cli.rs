@@ -187,6 +187,29 @@ struct SynthArgs {
     /// Override the preset's expert count (keeps per-expert shapes).
     #[arg(long)]
     experts: Option<u32>,
+    /// Zipf-like exponent of expert popularity: 0 routes uniformly, higher is more skewed.
+    #[arg(long, default_value_t = 0.0)]
+    routing_skew: f64,
+    /// Split into shards of at most this size (e.g. 500M, 8G), named -0000k-of-0000N.gguf.
+    #[arg(long, value_parser = parse_size)]
+    split_max_size: Option<u64>,
+}
+
+/// `123`, `500K`, `500M`, `8G` (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    match num.trim().parse::<u64>() {
+        Ok(n) if n > 0 => n
+            .checked_mul(mult)
+            .ok_or_else(|| format!("{s} is too large")),
+        _ => Err(format!("{s:?} is not a size like 500M or 8G")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -358,7 +381,10 @@ fn generate(a: GenerateArgs) -> Result<()> {
         model_path: a.model.clone(),
         model_bytes: index.model_bytes(),
         expert_bytes: index.expert_bytes,
-        pager: Arc::new(PagerCounters::new(index.layers.iter().map(|l| l.layer))),
+        pager: Arc::new(PagerCounters::new(
+            index.layers.iter().map(|l| l.layer),
+            index.n_expert,
+        )),
         ..Default::default()
     });
     let stats_path = a
@@ -508,12 +534,35 @@ fn synth_cmd(a: SynthArgs) -> Result<()> {
         }
         preset.n_expert = x;
     }
-    write_synth(&preset, &a.output, a.seed)?;
-    println!("wrote {}", a.output.display());
+    if !(0.0..=8.0).contains(&a.routing_skew) {
+        bail!(UsageError("--routing-skew must be between 0 and 8".into()));
+    }
+    preset.routing_skew = a.routing_skew;
+    let start = std::time::Instant::now();
+    let files = write_synth(&preset, &a.output, a.seed, a.split_max_size)?;
+    let secs = start.elapsed().as_secs_f64();
+    let bytes: u64 = files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    for f in &files {
+        println!("wrote {}", f.display());
+    }
+    println!(
+        "{} bytes in {secs:.1} s ({:.0} MB/s)",
+        bytes,
+        bytes as f64 / 1e6 / secs.max(1e-9)
+    );
     Ok(())
 }
 
-fn write_synth(preset: &synth::Preset, path: &Path, seed: u64) -> Result<()> {
+fn write_synth(
+    preset: &synth::Preset,
+    path: &Path,
+    seed: u64,
+    split: Option<u64>,
+) -> Result<Vec<PathBuf>> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -527,12 +576,12 @@ fn write_synth(preset: &synth::Preset, path: &Path, seed: u64) -> Result<()> {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    synth::write_model(preset, path, seed, |done, total| {
+    let files = synth::write_model(preset, path, seed, split, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })?;
     bar.finish_and_clear();
-    Ok(())
+    Ok(files)
 }
 
 fn demo(a: DemoArgs) -> Result<()> {
@@ -546,7 +595,7 @@ fn demo(a: DemoArgs) -> Result<()> {
             "Synthesizing the demo model (synthetic random weights, not a trained model) at {}",
             model.display()
         );
-        write_synth(&preset, &model, 7)?;
+        write_synth(&preset, &model, 7, None)?;
     }
     let index = open_index(&model)?;
     let shape = RunShape {

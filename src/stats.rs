@@ -40,6 +40,26 @@ pub struct LayerCounters {
     pub hits: Counter,
     pub misses: Counter,
     pub evictions: Counter,
+    /// How often each expert was selected (per token), for the realized popularity.
+    pub selections: Vec<Counter>,
+}
+
+impl LayerCounters {
+    /// (selections, distinct experts selected, share of selections taken by the most
+    /// selected tenth of the experts).
+    fn popularity(&self) -> (u64, u64, f64) {
+        let mut counts: Vec<u64> = self.selections.iter().map(Counter::get).collect();
+        let total: u64 = counts.iter().sum();
+        let distinct = counts.iter().filter(|&&c| c > 0).count() as u64;
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        let top = counts.len().div_ceil(10);
+        let share = if total == 0 {
+            0.0
+        } else {
+            counts[..top].iter().sum::<u64>() as f64 / total as f64
+        };
+        (total, distinct, share)
+    }
 }
 
 /// What the pager counts. Hits and misses count distinct experts per routed ubatch.
@@ -60,12 +80,13 @@ pub struct PagerCounters {
 }
 
 impl PagerCounters {
-    pub fn new(layers: impl IntoIterator<Item = u32>) -> PagerCounters {
+    pub fn new(layers: impl IntoIterator<Item = u32>, n_expert: u32) -> PagerCounters {
         PagerCounters {
             layers: layers
                 .into_iter()
                 .map(|layer| LayerCounters {
                     layer,
+                    selections: (0..n_expert).map(|_| Counter::default()).collect(),
                     ..Default::default()
                 })
                 .collect(),
@@ -176,6 +197,12 @@ pub struct LayerSection {
     pub hits: u64,
     pub misses: u64,
     pub evictions: u64,
+    /// Expert selections (one per token per chosen expert) in this layer.
+    pub selections: u64,
+    pub distinct_experts: u64,
+    /// Share of selections that went to the most-selected 10% of the experts: 0.1 for
+    /// perfectly uniform routing, towards 1 for heavily skewed routing.
+    pub top_decile_share: f64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -271,11 +298,17 @@ impl RunStats {
             per_layer: p
                 .layers
                 .iter()
-                .map(|l| LayerSection {
-                    layer: l.layer,
-                    hits: l.hits.get(),
-                    misses: l.misses.get(),
-                    evictions: l.evictions.get(),
+                .map(|l| {
+                    let (selections, distinct_experts, top_decile_share) = l.popularity();
+                    LayerSection {
+                        layer: l.layer,
+                        hits: l.hits.get(),
+                        misses: l.misses.get(),
+                        evictions: l.evictions.get(),
+                        selections,
+                        distinct_experts,
+                        top_decile_share,
+                    }
                 })
                 .collect(),
             hook: HookSection {

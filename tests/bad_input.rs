@@ -39,6 +39,7 @@ fn run_gen(model: &Path, extra: &[&str], needle: &str) {
 
 #[test]
 fn missing_directory_and_non_gguf_paths() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     run_gen(&dir.path().join("nope.gguf"), &[], "cannot open");
     run_gen(dir.path(), &[], "is a directory");
@@ -52,6 +53,7 @@ fn missing_directory_and_non_gguf_paths() {
 
 #[test]
 fn truncated_models() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let bytes = std::fs::read(&model).unwrap();
@@ -67,6 +69,7 @@ fn truncated_models() {
 
 #[test]
 fn budgets_below_minimum_or_not_numbers() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let plan = plan(&model, &[]);
@@ -87,6 +90,7 @@ fn budgets_below_minimum_or_not_numbers() {
 
 #[test]
 fn other_usage_errors() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     expect_usage_error(

@@ -23,6 +23,7 @@ fn our_cgroups(pid: u32) -> Vec<String> {
 
 #[test]
 fn ab_on_a_tiny_model_with_two_budgets() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &["--experts", "64"]);
     let plan = plan(&model, &["-c", "1024"]);
@@ -112,6 +113,7 @@ fn ab_on_a_tiny_model_with_two_budgets() {
 
 #[test]
 fn a_child_over_the_cap_is_killed_and_reported_as_oom() {
+    let _serial = serial();
     let cap = Cap::new(64 * MIB);
     if cap.kind == CapKind::RlimitSampler {
         eprintln!("note: no writable cgroup; testing the sampler cap");
@@ -138,6 +140,7 @@ fn a_child_over_the_cap_is_killed_and_reported_as_oom() {
 
 #[test]
 fn interrupted_ab_leaves_no_cgroup_behind() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let out = dir.path().join("ab.json");
@@ -177,6 +180,7 @@ fn interrupted_ab_leaves_no_cgroup_behind() {
 
 #[test]
 fn routing_trace_has_one_record_per_layer_and_ubatch() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let trace = dir.path().join("t.bin");

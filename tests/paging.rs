@@ -53,6 +53,7 @@ fn generate(
 
 #[test]
 fn paged_output_is_bit_identical_at_three_budgets() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &["--experts", "64"]);
     let plan = plan(&model, &["-c", "1024"]);
@@ -104,6 +105,7 @@ fn paged_output_is_bit_identical_at_three_budgets() {
 
 #[test]
 fn minimum_budget_holds_under_a_hard_cap() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &["--experts", "64"]);
     let plan = plan(&model, &["-c", "1024"]);
@@ -142,6 +144,7 @@ fn minimum_budget_holds_under_a_hard_cap() {
 
 #[test]
 fn expert_ranges_are_not_populated_at_load() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let size = std::fs::metadata(&model).unwrap().len();
@@ -172,6 +175,7 @@ fn expert_ranges_are_not_populated_at_load() {
 
 #[test]
 fn dense_model_runs_unpaged_with_a_notice() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny-dense", &[]);
     let out = epm(&[

@@ -60,6 +60,7 @@ fn check_keys(v: &serde_json::Value) {
 
 #[test]
 fn sigusr2_storm_never_leaves_a_partial_file() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let stats = dir.path().join("stats.json");
@@ -129,6 +130,7 @@ fn sigusr2_storm_never_leaves_a_partial_file() {
 
 #[test]
 fn stats_at_exit_report_honest_figures() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let stats = dir.path().join("s.json");

@@ -15,7 +15,7 @@ pub mod writer;
 
 pub use error::GgufError;
 pub use index::{ExpertTensor, ModelIndex, MoeLayer};
-pub use reader::{GgufFile, GgufModel, TensorInfo};
+pub use reader::{split_path, GgufFile, GgufModel, TensorInfo};
 pub use types::GgmlType;
 pub use value::Value;
 

@@ -296,6 +296,12 @@ impl<A: Advisor> Pager<A> {
                 continue;
             }
             let s = base + id as usize;
+            if let Some(c) = self.counters.layers[pos as usize]
+                .selections
+                .get(id as usize)
+            {
+                c.inc();
+            }
             if self.pin_epoch[s] == self.epoch {
                 continue;
             }

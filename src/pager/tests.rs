@@ -43,7 +43,7 @@ fn pager(budget_experts: u64, window: u64, n_layers: u32) -> Pager<Recorder> {
         },
         N_EXPERT,
         layers,
-        Arc::new(PagerCounters::new(0..n_layers)),
+        Arc::new(PagerCounters::new(0..n_layers, N_EXPERT)),
     )
 }
 
@@ -66,7 +66,7 @@ fn one_layer(offset: u64, bytes_per_expert: u64) -> Pager<Recorder> {
         },
         4,
         layers,
-        Arc::new(PagerCounters::new([0])),
+        Arc::new(PagerCounters::new([0], 4)),
     )
 }
 

@@ -8,7 +8,7 @@ pub mod quant;
 pub mod tokenizer;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::gguf::writer::{GgufWriter, TensorSpec};
 use crate::gguf::{GgmlType, GgufError, Value};
@@ -33,12 +33,41 @@ pub struct Preset {
     pub n_vocab: usize,
     pub context_length: u32,
     pub expert_type: GgmlType,
-    /// `ffn_down_exps` type per layer.
-    pub down_type: fn(u32) -> GgmlType,
+    /// `ffn_down_exps` type of layer `l` of `n`.
+    pub down_type: fn(u32, u32) -> GgmlType,
     pub attn_type: GgmlType,
+    /// Type of `token_embd` and `output` (Q8_0 or Q6_K).
+    pub embd_type: GgmlType,
+    /// Per-head RMS norms on Q and K (`attn_q_norm`, `attn_k_norm`).
+    pub qk_norm: bool,
+    /// `<arch>.expert_gating_func`, where the architecture reads it.
+    pub gating_func: Option<u32>,
+    /// Zipf-like exponent of expert popularity (0: no bias); see `Weights::router_rows`.
+    pub routing_skew: f64,
+    /// Files the model is written as by default (1, or 2 for presets shipped in shards).
+    pub shards: u32,
 }
 
-pub const PRESETS: [&str; 3] = ["tiny", "tiny-dense", "demo"];
+pub const PRESETS: [&str; 8] = [
+    "tiny",
+    "tiny-dense",
+    "demo",
+    "qwen3-30b-a3b",
+    "qwen3-30b-a3b-mini",
+    "smallthinker-4b",
+    "smallthinker-4b-mini",
+    "tiny-split",
+];
+
+/// llama.cpp's Q4_K_M rule for `ffn_down` (`use_more_bits`): Q6_K in the first and last
+/// eighth of the layers and every third layer between, Q4_K elsewhere.
+pub fn q4_k_m_down(l: u32, n: u32) -> GgmlType {
+    if l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2 {
+        GgmlType::Q6_K
+    } else {
+        GgmlType::Q4_K
+    }
+}
 
 impl Preset {
     pub fn named(name: &str) -> Option<Preset> {
@@ -57,7 +86,7 @@ impl Preset {
             n_vocab: 1024,
             context_length: 4096,
             expert_type: GgmlType::Q4_K,
-            down_type: |l| {
+            down_type: |l, _| {
                 if l % 2 == 0 {
                     GgmlType::Q6_K
                 } else {
@@ -65,6 +94,49 @@ impl Preset {
                 }
             },
             attn_type: GgmlType::Q8_0,
+            embd_type: GgmlType::Q8_0,
+            qk_norm: true,
+            gating_func: None,
+            routing_skew: 0.0,
+            shards: 1,
+        };
+        let qwen3_30b = Preset {
+            name: "qwen3-30b-a3b",
+            n_layer: 48,
+            n_embd: 2048,
+            n_head: 32,
+            n_head_kv: 4,
+            head_dim: 128,
+            n_expert: 128,
+            n_expert_used: 8,
+            expert_ff: 768,
+            n_vocab: 151_936,
+            context_length: 40_960,
+            down_type: q4_k_m_down,
+            attn_type: GgmlType::Q4_K,
+            ..tiny.clone()
+        };
+        // SmallThinker-4B-A0.6B Q4_K_M shapes: 32 layers, 32 experts (4 used) of 768, ReLU
+        // experts, sigmoid router, no Q/K norms.
+        let smallthinker = Preset {
+            name: "smallthinker-4b",
+            arch: "smallthinker",
+            n_layer: 32,
+            n_embd: 1536,
+            n_head: 12,
+            n_head_kv: 2,
+            head_dim: 128,
+            n_expert: 32,
+            n_expert_used: 4,
+            expert_ff: 768,
+            n_vocab: 151_936,
+            context_length: 32_768,
+            down_type: q4_k_m_down,
+            attn_type: GgmlType::Q4_K,
+            embd_type: GgmlType::Q6_K,
+            qk_norm: false,
+            gating_func: Some(2),
+            ..tiny.clone()
         };
         Some(match name {
             "tiny" => tiny,
@@ -87,13 +159,40 @@ impl Preset {
                 n_expert_used: 8,
                 expert_ff: 512,
                 n_vocab: 4096,
-                down_type: |l| {
-                    if !(2..6).contains(&l) {
-                        GgmlType::Q6_K
-                    } else {
-                        GgmlType::Q4_K
-                    }
-                },
+                down_type: q4_k_m_down,
+                ..tiny
+            },
+            // Qwen3-30B-A3B Q4_K_M shapes: 48 layers, 128 experts (8 used) of 768, vocab 151,936.
+            "qwen3-30b-a3b" => qwen3_30b,
+            // The same architecture and quant mix, scaled down to tens of MB for tests.
+            "qwen3-30b-a3b-mini" => Preset {
+                name: "qwen3-30b-a3b-mini",
+                n_layer: 8,
+                n_embd: 512,
+                n_head: 8,
+                n_head_kv: 2,
+                head_dim: 64,
+                n_expert: 32,
+                expert_ff: 256,
+                n_vocab: 2048,
+                ..qwen3_30b
+            },
+            "smallthinker-4b" => smallthinker,
+            "smallthinker-4b-mini" => Preset {
+                name: "smallthinker-4b-mini",
+                n_layer: 8,
+                n_embd: 512,
+                n_head: 4,
+                n_head_kv: 2,
+                expert_ff: 512,
+                n_expert: 16,
+                n_vocab: 2048,
+                ..smallthinker
+            },
+            // `tiny`, written as two shards by default (see `default_split_bytes`).
+            "tiny-split" => Preset {
+                name: "tiny-split",
+                shards: 2,
                 ..tiny
             },
             _ => return None,
@@ -110,9 +209,9 @@ impl Preset {
         let q = self.n_head * self.head_dim;
         let kv = self.n_head_kv * self.head_dim;
         let mut t = vec![
-            TensorSpec::new("token_embd.weight", &[e, v], GgmlType::Q8_0),
+            TensorSpec::new("token_embd.weight", &[e, v], self.embd_type),
             TensorSpec::new("output_norm.weight", &[e], GgmlType::F32),
-            TensorSpec::new("output.weight", &[e, v], GgmlType::Q8_0),
+            TensorSpec::new("output.weight", &[e, v], self.embd_type),
         ];
         for l in 0..self.n_layer {
             let n = |s: &str| format!("blk.{l}.{s}.weight");
@@ -121,16 +220,11 @@ impl Preset {
             t.push(TensorSpec::new(n("attn_k"), &[e, kv], self.attn_type));
             t.push(TensorSpec::new(n("attn_v"), &[e, kv], self.attn_type));
             t.push(TensorSpec::new(n("attn_output"), &[q, e], self.attn_type));
-            t.push(TensorSpec::new(
-                n("attn_q_norm"),
-                &[self.head_dim],
-                GgmlType::F32,
-            ));
-            t.push(TensorSpec::new(
-                n("attn_k_norm"),
-                &[self.head_dim],
-                GgmlType::F32,
-            ));
+            if self.qk_norm {
+                let hd = [self.head_dim];
+                t.push(TensorSpec::new(n("attn_q_norm"), &hd, GgmlType::F32));
+                t.push(TensorSpec::new(n("attn_k_norm"), &hd, GgmlType::F32));
+            }
             t.push(TensorSpec::new(n("ffn_norm"), &[e], GgmlType::F32));
             if self.is_moe() {
                 let (x, f) = (u64::from(self.n_expert), self.expert_ff);
@@ -148,13 +242,17 @@ impl Preset {
                 t.push(TensorSpec::new(
                     n("ffn_down_exps"),
                     &[f, e, x],
-                    (self.down_type)(l),
+                    (self.down_type)(l, self.n_layer),
                 ));
             } else {
                 let f = self.dense_ff;
                 t.push(TensorSpec::new(n("ffn_gate"), &[e, f], self.expert_type));
                 t.push(TensorSpec::new(n("ffn_up"), &[e, f], self.expert_type));
-                t.push(TensorSpec::new(n("ffn_down"), &[f, e], (self.down_type)(l)));
+                t.push(TensorSpec::new(
+                    n("ffn_down"),
+                    &[f, e],
+                    (self.down_type)(l, self.n_layer),
+                ));
             }
         }
         t
@@ -202,6 +300,9 @@ impl Preset {
                 k("expert_feed_forward_length"),
                 Value::U32(self.expert_ff as u32),
             ));
+            if let Some(g) = self.gating_func {
+                m.push((k("expert_gating_func"), Value::U32(g)));
+            }
         } else {
             m.push((k("feed_forward_length"), Value::U32(self.dense_ff as u32)));
         }
@@ -244,14 +345,72 @@ impl Preset {
 struct Weights<'a> {
     preset: &'a Preset,
     seed: u64,
-    /// `next[t]`: the token that follows `t` on the long cycle (normal tokens only).
+    /// `prev_of[v]`: the token that precedes `v` on the long cycle (normal tokens only).
     prev_of: Vec<Option<u32>>,
+    /// A direction every embedding shares when routing is skewed (empty otherwise).
+    common: Vec<f32>,
+}
+
+/// Weight of the shared direction in each embedding when routing is skewed.
+const COMMON: f32 = 0.5;
+/// Spread of the router logits' random part (their standard deviation).
+const ROUTER_STD: f32 = 2.0;
+
+fn quantize_row(ty: GgmlType, row: &[f32], out: &mut Vec<u8>) {
+    match ty {
+        GgmlType::Q6_K => quant::quantize_q6_k(row, out),
+        _ => quant::quantize_q8_0(row, out),
+    }
 }
 
 impl Weights<'_> {
+    /// Token `t`'s embedding: random with unit spread, plus (when routing is skewed) the
+    /// shared direction, which lets the router add a per-expert bias.
     fn embedding_row(&self, token: u32) -> Vec<f32> {
         let mut rng = Rng::new(name_seed(self.seed, "token_embd") ^ (u64::from(token) << 20));
-        (0..self.preset.n_embd).map(|_| rng.uniform(1.0)).collect()
+        let z = (0..self.preset.n_embd).map(|_| rng.uniform(1.0));
+        if self.common.is_empty() {
+            return z.collect();
+        }
+        let b = (1.0 - COMMON * COMMON).sqrt();
+        self.common
+            .iter()
+            .zip(z)
+            .map(|(u, z)| COMMON * u + b * z)
+            .collect()
+    }
+
+    /// Router rows: random, plus a bias along the shared direction that makes expert
+    /// popularity fall off with a per-layer random rank as `rank^-skew` (roughly).
+    fn router_rows(
+        &self,
+        name: &str,
+        n_embd: u64,
+        n_expert: u64,
+        rng: &mut Rng,
+        out: &mut Vec<u8>,
+    ) {
+        let inv = 1.0 / (n_embd as f32).sqrt();
+        let mut rank: Vec<u64> = (0..n_expert).collect();
+        let mut perm_rng = Rng::new(name_seed(self.seed ^ 0x5EED, name));
+        for i in (1..rank.len()).rev() {
+            rank.swap(i, perm_rng.below(i as u64 + 1) as usize);
+        }
+        for &r in rank.iter() {
+            let bias = -(self.preset.routing_skew as f32) * ROUTER_STD * ((r + 1) as f32).ln();
+            let along = if self.common.is_empty() {
+                0.0
+            } else {
+                bias / (COMMON * n_embd as f32)
+            };
+            let row: Vec<f32> = (0..n_embd)
+                .map(|i| {
+                    rng.uniform(ROUTER_STD * inv)
+                        + along * self.common.get(i as usize).copied().unwrap_or(0.0)
+                })
+                .collect();
+            quant::f32_row(&row, out);
+        }
     }
 
     fn fill(&self, spec: &TensorSpec, out: &mut dyn Write) -> std::io::Result<()> {
@@ -270,7 +429,7 @@ impl Weights<'_> {
         match kind {
             "token_embd" => {
                 for t in 0..n_rows as u32 {
-                    quant::quantize_q8_0(&self.embedding_row(t), &mut buf);
+                    quantize_row(spec.ggml_type, &self.embedding_row(t), &mut buf);
                     if buf.len() > 1 << 21 {
                         flush(&mut buf, out)?;
                     }
@@ -285,19 +444,19 @@ impl Weights<'_> {
                         Some(prev) => self.embedding_row(prev).iter().map(|x| x * alpha).collect(),
                         None => (0..row_len).map(|_| rng.uniform(0.1 * alpha)).collect(),
                     };
-                    quant::quantize_q8_0(&row, &mut buf);
+                    quantize_row(spec.ggml_type, &row, &mut buf);
                     if buf.len() > 1 << 21 {
                         flush(&mut buf, out)?;
                     }
                 }
             }
+            "ffn_gate_inp" => self.router_rows(&spec.name, row_len, n_rows, &mut rng, &mut buf),
             "output_norm" | "attn_norm" | "ffn_norm" | "attn_q_norm" | "attn_k_norm" => {
                 quant::f32_row(&vec![1.0; (row_len * n_rows) as usize], &mut buf);
             }
             _ => {
                 let inv = 1.0 / (row_len as f32).sqrt();
                 let std = match kind {
-                    "ffn_gate_inp" => 2.0 * inv,
                     // Small writes back into the residual keep the token's embedding dominant.
                     "attn_output" => 0.2 * inv,
                     "ffn_down_exps" | "ffn_down" => 0.33 * inv,
@@ -318,22 +477,19 @@ impl Weights<'_> {
     }
 }
 
-/// Write a synthetic model for `preset` to `path` (atomically). `progress(done, total)`
-/// reports bytes. Returns the file size.
+/// Write a synthetic model for `preset` to `path`, atomically per file. With
+/// `max_shard_bytes` (or a preset written in shards), the tensors are split across files named
+/// `<stem>-0000k-of-0000N.gguf` next to `path`, as llama.cpp's `gguf-split` names them; the
+/// first holds all metadata. `progress(done, total)` reports bytes. Returns the files written.
 pub fn write_model(
     preset: &Preset,
     path: &Path,
     seed: u64,
+    max_shard_bytes: Option<u64>,
     mut progress: impl FnMut(u64, u64),
-) -> Result<u64, GgufError> {
+) -> Result<Vec<PathBuf>, GgufError> {
     let tok = tokenizer::build(preset.n_vocab, 400);
-    let mut w = GgufWriter::new();
-    for (k, v) in preset.metadata(&tok) {
-        w.kv(k, v);
-    }
-    for t in preset.tensors() {
-        w.tensor(t);
-    }
+    let tensors = preset.tensors();
     // One long cycle through the normal tokens, in a seeded random order.
     let mut order = tok.normal_ids.clone();
     let mut rng = Rng::new(seed ^ 0xC7C1E);
@@ -345,15 +501,136 @@ pub fn write_model(
         let next = order[(i + 1) % order.len()];
         prev_of[next as usize] = Some(order[i]);
     }
+    let common = if preset.routing_skew > 0.0 {
+        let mut r = Rng::new(name_seed(seed, "common_direction"));
+        (0..preset.n_embd).map(|_| r.uniform(1.0)).collect()
+    } else {
+        Vec::new()
+    };
     let weights = Weights {
         preset,
         seed,
         prev_of,
+        common,
     };
-    let total = w.file_size();
-    w.write_atomic(
-        path,
-        |_, spec, out| weights.fill(spec, out),
-        |done| progress(done, total),
-    )
+
+    // With a size limit, fill each shard greedily; for a preset shipped in N shards, cut at
+    // the tensor boundaries nearest to equal parts.
+    let data_bytes: u64 = tensors.iter().map(TensorSpec::n_bytes).sum();
+    let mut groups: Vec<Vec<TensorSpec>> = vec![Vec::new()];
+    let mut in_group = 0u64;
+    let mut before_tensor = 0u64;
+    let per_shard = data_bytes.div_ceil(u64::from(preset.shards.max(1)));
+    for t in tensors {
+        let n = t.n_bytes();
+        let new_shard = match max_shard_bytes {
+            Some(max) => in_group > 0 && in_group + n > max,
+            None => before_tensor / per_shard >= groups.len() as u64,
+        };
+        if new_shard {
+            groups.push(Vec::new());
+            in_group = 0;
+        }
+        in_group += n;
+        before_tensor += n;
+        groups.last_mut().expect("one group").push(t);
+    }
+    let count = groups.len() as u32;
+    let n_tensors = groups.iter().map(Vec::len).sum::<usize>();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let stem = path
+        .file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
+        .unwrap_or_else(|| "model".into());
+    let mut writers = Vec::new();
+    for (i, group) in groups.into_iter().enumerate() {
+        let mut w = GgufWriter::new();
+        if i == 0 {
+            for (k, v) in preset.metadata(&tok) {
+                w.kv(k, v);
+            }
+        }
+        if count > 1 {
+            w.kv("split.no", Value::U16(i as u16));
+            w.kv("split.count", Value::U16(count as u16));
+            w.kv("split.tensors.count", Value::I32(n_tensors as i32));
+        }
+        for t in group {
+            w.tensor(t);
+        }
+        let p = if count > 1 {
+            crate::gguf::split_path(dir, &stem, i as u32 + 1, count)
+        } else {
+            path.to_path_buf()
+        };
+        writers.push((p, w));
+    }
+    let total: u64 = writers.iter().map(|(_, w)| w.file_size()).sum();
+    let mut before = 0;
+    let mut written = Vec::new();
+    for (p, w) in &writers {
+        let size = w.write_atomic(
+            p,
+            |_, spec, out| weights.fill(spec, out),
+            |done| progress(before + done, total),
+        )?;
+        before += size;
+        written.push(p.clone());
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(name: &str) -> (u64, u64) {
+        let p = Preset::named(name).unwrap();
+        let expert: u64 = p
+            .tensors()
+            .iter()
+            .filter(|t| t.name.contains("_exps"))
+            .map(TensorSpec::n_bytes)
+            .sum();
+        let mut w = GgufWriter::new();
+        for (k, v) in p.metadata(&tokenizer::build(p.n_vocab, 400)) {
+            w.kv(k, v);
+        }
+        for t in p.tensors() {
+            w.tensor(t);
+        }
+        (expert, w.file_size())
+    }
+
+    fn within(actual: u64, expected: f64, tolerance: f64) -> bool {
+        (actual as f64 - expected).abs() <= expected * tolerance
+    }
+
+    /// Expert bytes within 1% and file size within 3% of the real GGUFs (prior-art table).
+    #[test]
+    fn full_presets_match_real_model_sizes() {
+        let gib = (1u64 << 30) as f64;
+        for (name, expert, file) in [
+            ("smallthinker-4b", 2_194_145_280.0, 2_630_212_704.0),
+            ("qwen3-30b-a3b", 16.3 * gib, 17.3 * gib),
+        ] {
+            let (e, f) = sizes(name);
+            assert!(
+                within(e, expert, 0.01),
+                "{name}: expert bytes {e} vs {expert}"
+            );
+            assert!(within(f, file, 0.03), "{name}: file bytes {f} vs {file}");
+        }
+    }
+
+    #[test]
+    fn smallthinker_down_types_follow_the_real_layer_split() {
+        let q6: Vec<u32> = (0..32)
+            .filter(|&l| q4_k_m_down(l, 32) == GgmlType::Q6_K)
+            .collect();
+        assert_eq!(
+            q6,
+            vec![0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+        );
+    }
 }

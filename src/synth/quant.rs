@@ -176,6 +176,66 @@ pub fn quantize_q8_0(row: &[f32], out: &mut Vec<u8>) {
     }
 }
 
+/// Quantize one row of floats (a multiple of 256) to Q6_K and append it: per 16-value
+/// sub-block an int8 scale, per 256 a f16 super-scale, 6-bit values in ggml's
+/// interleaved `ql`/`qh` layout (the inverse of `dequantize_row_q6_K`).
+pub fn quantize_q6_k(row: &[f32], out: &mut Vec<u8>) {
+    for x in row.chunks(256) {
+        let mut sub = [0f32; 16];
+        for (j, s) in sub.iter_mut().enumerate() {
+            *s = x[j * 16..j * 16 + 16]
+                .iter()
+                .fold(0f32, |m, v| m.max(v.abs()))
+                / 31.0;
+        }
+        let max_sub = sub.iter().fold(0f32, |m, &v| m.max(v));
+        let d = f16_round(max_sub / 127.0);
+        let mut sc = [0i8; 16];
+        let mut q = [32u8; 256];
+        if d > 0.0 {
+            for j in 0..16 {
+                sc[j] = (sub[j] / d).round().clamp(1.0, 127.0) as i8;
+                let step = d * f32::from(sc[j]);
+                for i in j * 16..j * 16 + 16 {
+                    q[i] = ((x[i] / step).round().clamp(-32.0, 31.0) + 32.0) as u8;
+                }
+            }
+        }
+        let mut ql = [0u8; 128];
+        let mut qh = [0u8; 64];
+        for half in 0..2 {
+            let (qs, l0, h0) = (&q[half * 128..half * 128 + 128], half * 64, half * 32);
+            for l in 0..32 {
+                let (q1, q2, q3, q4) = (qs[l], qs[l + 32], qs[l + 64], qs[l + 96]);
+                ql[l0 + l] = (q1 & 0xF) | ((q3 & 0xF) << 4);
+                ql[l0 + l + 32] = (q2 & 0xF) | ((q4 & 0xF) << 4);
+                qh[h0 + l] = (q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6);
+            }
+        }
+        out.extend_from_slice(&ql);
+        out.extend_from_slice(&qh);
+        out.extend(sc.iter().map(|&v| v as u8));
+        out.extend_from_slice(&f16_bits(d).to_le_bytes());
+    }
+}
+
+/// `x` rounded through f16, so scales computed from it match what is stored.
+fn f16_round(x: f32) -> f32 {
+    f16_value(f16_bits(x))
+}
+
+/// The value of IEEE half bits (finite values).
+pub fn f16_value(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let man = f32::from(h & 0x3ff);
+    sign * if exp == 0 {
+        man * 2f32.powi(-24)
+    } else {
+        (1.0 + man / 1024.0) * 2f32.powi(exp - 15)
+    }
+}
+
 /// Append floats as F32.
 pub fn f32_row(row: &[f32], out: &mut Vec<u8>) {
     for &x in row {
@@ -196,6 +256,48 @@ mod tests {
         assert_eq!(f16_bits(1e6), 0x7c00);
         assert_eq!(f16_bits(5.960_464_5e-8), 0x0001);
         assert_eq!(f16_bits(0.333_333_34), 0x3555);
+    }
+
+    /// ggml's `dequantize_row_q6_K`, to check the packing.
+    fn dequant_q6_k(b: &[u8]) -> Vec<f32> {
+        let (ql, qh, sc) = (&b[0..128], &b[128..192], &b[192..208]);
+        let d = f16_value(u16::from_le_bytes([b[208], b[209]]));
+        let mut y = vec![0f32; 256];
+        for n in 0..2 {
+            let (ql, qh, sc, y) = (
+                &ql[n * 64..],
+                &qh[n * 32..],
+                &sc[n * 8..],
+                &mut y[n * 128..],
+            );
+            for l in 0..32 {
+                let is = l / 16;
+                let q1 = ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) as i32 - 32;
+                let q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
+                let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
+                let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
+                y[l] = d * f32::from(sc[is] as i8) * q1 as f32;
+                y[l + 32] = d * f32::from(sc[is + 2] as i8) * q2 as f32;
+                y[l + 64] = d * f32::from(sc[is + 4] as i8) * q3 as f32;
+                y[l + 96] = d * f32::from(sc[is + 6] as i8) * q4 as f32;
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn q6_k_round_trips_within_quantization_error() {
+        let mut rng = Rng::new(3);
+        let x: Vec<f32> = (0..256).map(|_| rng.uniform(1.0)).collect();
+        let mut out = Vec::new();
+        quantize_q6_k(&x, &mut out);
+        assert_eq!(out.len(), 210);
+        let y = dequant_q6_k(&out);
+        let max_err = x
+            .iter()
+            .zip(&y)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(max_err < 0.06, "max error {max_err}");
     }
 
     #[test]

@@ -8,6 +8,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 pub const MIB: u64 = 1 << 20;
 
+/// Tests that run llama.cpp take this lock first. ggml's thread pool spin-waits, so two
+/// generations at once on a 2-core machine slow each other down by orders of magnitude.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_epm-run")
 }
