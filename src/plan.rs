@@ -95,19 +95,22 @@ pub fn kv_bytes(index: &ModelIndex, n_ctx: u32) -> u64 {
 }
 
 /// Upper estimate of llama.cpp's compute buffer for one ubatch: activations per token,
-/// attention scores over the context, and the output logits.
+/// attention scores over the context, and logits for every token of the ubatch (the
+/// scheduler reserves the worst-case graph, in which every token is an output).
 pub fn compute_bytes(index: &ModelIndex, shape: RunShape) -> u64 {
     let u = u64::from(shape.n_ubatch);
     let per_token = index.n_embd * 4 * 24
         + u64::from(index.n_expert) * 4 * 4
         + u64::from(index.n_expert_used) * index.expert_ff.max(index.n_embd) * 4 * 4
-        + index.n_head.max(1) * u64::from(shape.n_ctx) * 4;
+        + index.n_head.max(1) * u64::from(shape.n_ctx) * 4
+        + index.n_vocab * 4;
     u * per_token + index.n_vocab * 4 * 8 + 8 * MIB
 }
 
-/// The process itself: code, allocator, thread stacks, and the tokenizer's tables.
+/// The process itself: code, allocator, thread stacks, and the tokenizer's tables
+/// (measured at about 300 bytes per vocabulary entry).
 pub fn runtime_bytes(index: &ModelIndex) -> u64 {
-    24 * MIB + index.n_vocab * 256
+    32 * MIB + index.n_vocab * 384
 }
 
 pub fn make_plan(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u64) -> Plan {
