@@ -156,6 +156,13 @@ struct GenerateArgs {
     /// Write the routing trace (selected experts per token and layer) here; see README.
     #[arg(long)]
     trace_file: Option<PathBuf>,
+    /// How missing experts are read: `willneed` (asynchronous readahead, compute faults the
+    /// pages) or `populate` (MADV_POPULATE_READ on --io-threads threads before the layer runs).
+    #[arg(long, default_value = "willneed", value_parser = ["willneed", "populate"])]
+    prefetch: String,
+    /// I/O threads for `--prefetch populate`.
+    #[arg(long, default_value_t = 4)]
+    io_threads: usize,
 }
 
 #[derive(Args, Debug)]
@@ -409,6 +416,13 @@ fn generate(a: GenerateArgs) -> Result<()> {
         pager: mode,
         show_progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         trace_file: a.trace_file.clone(),
+        prefetch: if a.prefetch == "populate" {
+            os::Prefetch::PopulateRead {
+                threads: a.io_threads,
+            }
+        } else {
+            os::Prefetch::WillNeed
+        },
     };
     let params = GenerateParams {
         prompt,

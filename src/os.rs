@@ -275,19 +275,163 @@ pub fn drop_file_cache(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// How missing experts are brought in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetch {
+    /// `MADV_WILLNEED`: asynchronous readahead of the exact ranges; compute then takes a
+    /// (minor, or waiting) fault per page.
+    WillNeed,
+    /// `MADV_POPULATE_READ` on a pool of I/O threads, waited for before the layer computes:
+    /// the pages are read in parallel and mapped, so compute takes no faults.
+    PopulateRead { threads: usize },
+}
+
 /// The real [`Advisor`]: pager decisions become madvise/fadvise calls on llama.cpp's mapping.
-#[derive(Debug)]
 pub struct OsAdvisor {
     pub files: Vec<FileMapping>,
+    pool: Option<PopulatePool>,
+    /// Page ranges collected for the pool until `flush`; capacity reserved up front.
+    batch: Vec<(usize, usize)>,
+}
+
+impl OsAdvisor {
+    pub fn new(files: Vec<FileMapping>, prefetch: Prefetch) -> OsAdvisor {
+        let pool = match prefetch {
+            Prefetch::WillNeed => None,
+            Prefetch::PopulateRead { threads } => Some(PopulatePool::new(threads.max(1))),
+        };
+        OsAdvisor {
+            files,
+            pool,
+            batch: Vec::with_capacity(1 << 14),
+        }
+    }
 }
 
 impl Advisor for OsAdvisor {
     fn will_need(&mut self, r: FileRange) {
-        self.files[r.file as usize].will_need(r.offset, r.len);
+        let m = &self.files[r.file as usize];
+        if self.pool.is_none() {
+            m.will_need(r.offset, r.len);
+            return;
+        }
+        let (s, e) = outward(r.offset, r.len, m.page);
+        for (addr, len) in m.mapped(s, e) {
+            self.batch.push((addr as usize, len));
+        }
     }
 
     fn evict(&mut self, r: FileRange) -> u64 {
         self.files[r.file as usize].evict(r.offset, r.len)
+    }
+
+    fn flush(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.populate_all(&self.batch);
+            self.batch.clear();
+        }
+    }
+}
+
+struct PoolState {
+    jobs: Vec<(usize, usize)>,
+    next: usize,
+    pending: usize,
+    shutdown: bool,
+}
+
+struct PoolShared {
+    state: std::sync::Mutex<PoolState>,
+    work: std::sync::Condvar,
+    done: std::sync::Condvar,
+}
+
+/// I/O threads that run `MADV_POPULATE_READ` on page ranges of the file mappings.
+struct PopulatePool {
+    shared: std::sync::Arc<PoolShared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl PopulatePool {
+    fn new(n: usize) -> PopulatePool {
+        let shared = std::sync::Arc::new(PoolShared {
+            state: std::sync::Mutex::new(PoolState {
+                jobs: Vec::with_capacity(1 << 14),
+                next: 0,
+                pending: 0,
+                shutdown: false,
+            }),
+            work: std::sync::Condvar::new(),
+            done: std::sync::Condvar::new(),
+        });
+        let threads = (0..n)
+            .map(|i| {
+                let sh = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("epm-io-{i}"))
+                    .spawn(move || populate_worker(&sh))
+                    .expect("spawn I/O thread")
+            })
+            .collect();
+        PopulatePool { shared, threads }
+    }
+
+    /// Populate every range (in parallel, taken in order) and return when all are mapped.
+    fn populate_all(&self, ranges: &[(usize, usize)]) {
+        if ranges.is_empty() {
+            return;
+        }
+        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.jobs.clear();
+        st.jobs.extend_from_slice(ranges);
+        st.next = 0;
+        st.pending = ranges.len();
+        self.shared.work.notify_all();
+        while st.pending > 0 {
+            st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+fn populate_worker(sh: &PoolShared) {
+    let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if st.shutdown {
+            return;
+        }
+        if st.next >= st.jobs.len() {
+            st = sh.work.wait(st).unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        let (addr, len) = st.jobs[st.next];
+        st.next += 1;
+        drop(st);
+        // SAFETY: the range was produced by `FileMapping::mapped`: page-aligned and inside a
+        // shared read-only file mapping that lives as long as the session. POPULATE_READ only
+        // faults pages in (reading the file); it cannot change what the memory holds.
+        let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_READ) };
+        if rc != 0 {
+            // Older kernels (< 5.14) lack POPULATE_READ: fall back to readahead.
+            // SAFETY: as above.
+            unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_WILLNEED) };
+        }
+        st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.pending -= 1;
+        if st.pending == 0 {
+            sh.done.notify_all();
+        }
+    }
+}
+
+impl Drop for PopulatePool {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.shared.state.lock() {
+            st.shutdown = true;
+        }
+        self.shared.work.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 

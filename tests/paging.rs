@@ -193,3 +193,44 @@ fn dense_model_runs_unpaged_with_a_notice() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no routed experts"), "stderr: {err}");
 }
+
+#[test]
+fn populate_prefetch_is_bit_identical_too() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let plan = plan(&model, &["-c", "1024"]);
+    let min_mb = plan["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB)
+        .to_string();
+    let (ref_logits, ref_stats) = generate(&model, dir.path(), "ref", &["--no-pager"], "32");
+    let (logits, stats) = generate(
+        &model,
+        dir.path(),
+        "populate",
+        &[
+            "--ram-budget-mb",
+            &min_mb,
+            "--prefetch",
+            "populate",
+            "--io-threads",
+            "3",
+        ],
+        "32",
+    );
+    assert_eq!(
+        stats["tokens"]["generated_ids"],
+        ref_stats["tokens"]["generated_ids"]
+    );
+    assert!(
+        logits == ref_logits,
+        "logits differ with --prefetch populate"
+    );
+    assert!(stats["experts"]["evictions"].as_u64().unwrap() > 0);
+    assert!(
+        stats["memory"]["peak_rss_bytes"].as_u64().unwrap()
+            <= plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB) * MIB
+    );
+}

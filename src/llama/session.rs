@@ -80,6 +80,8 @@ pub struct SessionOptions {
     pub show_progress: bool,
     /// Write the routing trace here (paged runs only).
     pub trace_file: Option<PathBuf>,
+    /// How missing experts are read in.
+    pub prefetch: os::Prefetch,
 }
 
 #[derive(Debug, Clone)]
@@ -229,6 +231,7 @@ pub fn run(
                 budget_bytes - plan::margin_for(0) / 4,
                 stats.clone(),
                 opts.trace_file.as_deref(),
+                opts.prefetch,
             )?);
         }
     }
@@ -252,6 +255,7 @@ fn attach(
     rss_limit: u64,
     stats: Arc<RunStats>,
     trace_file: Option<&std::path::Path>,
+    prefetch: os::Prefetch,
 ) -> Result<Active, SessionError> {
     let files = index
         .files
@@ -312,7 +316,7 @@ fn attach(
         })
         .collect();
     let pager = Pager::new(
-        OsAdvisor { files },
+        OsAdvisor::new(files, prefetch),
         PagerConfig {
             expert_budget_bytes: expert_budget,
             hot_window_tokens,

@@ -24,6 +24,9 @@ pub trait Advisor {
     fn will_need(&mut self, range: FileRange);
     /// Drop this range from memory and page cache. Returns the bytes actually dropped.
     fn evict(&mut self, range: FileRange) -> u64;
+    /// The `will_need` calls of one routing step are complete; an advisor that batches
+    /// them acts now.
+    fn flush(&mut self) {}
 }
 
 /// One expert tensor of a layer, as the pager sees it.
@@ -322,14 +325,24 @@ impl<A: Advisor> Pager<A> {
         if !self.make_room(need, self.config.expert_budget_bytes) {
             self.counters.overruns.inc();
         }
+        // Advise the missing experts in the order mul_mat_id reads them: tensor by tensor
+        // (gate, up, down), experts in ascending id within each.
+        self.pinned.sort_unstable();
+        let n = self.n_expert as usize;
+        for k in 0..self.layers[pos as usize].slices.len() {
+            let sl = self.layers[pos as usize].slices[k];
+            for i in 0..self.pinned.len() {
+                let s = self.pinned[i] as usize;
+                if !self.resident[s] {
+                    self.advisor.will_need(sl.range((s % n) as u64));
+                }
+            }
+        }
+        self.advisor.flush();
         for i in 0..self.pinned.len() {
             let s = self.pinned[i] as usize;
             if self.resident[s] {
                 continue;
-            }
-            let n = self.n_expert as usize;
-            for sl in &self.layers[s / n].slices {
-                self.advisor.will_need(sl.range((s % n) as u64));
             }
             self.resident[s] = true;
             self.resident_bytes += self.cost[s];

@@ -226,3 +226,50 @@ fn eviction_widens_to_pages_only_beside_non_resident_neighbours() {
     // Expert 1 is [7000, 13000): widened down to 4096 (expert 0 absent), not up (2 resident).
     assert_eq!((r.offset, r.offset + r.len), (4096, 13000));
 }
+
+#[test]
+fn misses_are_advised_tensor_by_tensor_in_expert_order_then_flushed() {
+    #[derive(Default)]
+    struct Order {
+        calls: Vec<(u32, u64)>,
+        flushes: usize,
+    }
+    impl Advisor for Order {
+        fn will_need(&mut self, r: FileRange) {
+            self.calls.push((r.file, r.offset));
+        }
+        fn evict(&mut self, r: FileRange) -> u64 {
+            r.len
+        }
+        fn flush(&mut self) {
+            self.flushes += 1;
+        }
+    }
+    let slice = |offset| ExpertSlice {
+        file: 0,
+        offset,
+        bytes_per_expert: 100,
+    };
+    let layers = vec![LayerSpec {
+        layer: 0,
+        slices: vec![slice(0), slice(10_000), slice(20_000)],
+    }];
+    let mut p = Pager::new(
+        Order::default(),
+        PagerConfig {
+            expert_budget_bytes: 1 << 20,
+            hot_window_tokens: 0,
+            page_size: PAGE,
+        },
+        8,
+        layers,
+        Arc::new(PagerCounters::new([0], 8)),
+    );
+    p.route(0, 2, [5, 2, 5, 7].into_iter());
+    let offsets: Vec<u64> = p.advisor().calls.iter().map(|c| c.1).collect();
+    assert_eq!(
+        offsets,
+        vec![200, 500, 700, 10_200, 10_500, 10_700, 20_200, 20_500, 20_700]
+    );
+    assert_eq!(p.advisor().flushes, 1);
+}
