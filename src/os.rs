@@ -281,8 +281,9 @@ pub enum Prefetch {
     /// `MADV_WILLNEED`: asynchronous readahead of the exact ranges; compute then takes a
     /// (minor, or waiting) fault per page.
     WillNeed,
-    /// `MADV_POPULATE_READ` on a pool of I/O threads, waited for before the layer computes:
-    /// the pages are read in parallel and mapped, so compute takes no faults.
+    /// `MADV_WILLNEED`, then `MADV_POPULATE_READ` on a pool of I/O threads, waited for before
+    /// the layer computes: the pages arrive by readahead and are mapped by the pool, so
+    /// compute takes no faults.
     PopulateRead { threads: usize },
 }
 
@@ -311,8 +312,10 @@ impl OsAdvisor {
 impl Advisor for OsAdvisor {
     fn will_need(&mut self, r: FileRange) {
         let m = &self.files[r.file as usize];
+        // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
+        // mapping, POPULATE_READ alone would fault and read one page at a time.
+        m.will_need(r.offset, r.len);
         if self.pool.is_none() {
-            m.will_need(r.offset, r.len);
             return;
         }
         let (s, e) = outward(r.offset, r.len, m.page);

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Side-by-side, alternating comparison of how misses are read in (`--prefetch willneed`
+vs `--prefetch populate` with several I/O thread counts), cold cache before every run.
+Writes medians to the --out JSON with the machine and the command.
+
+    python3 bench/prefetch_ab.py -m MODEL.gguf --budget-mb 4096 [--runs 3] [-n 16]
+"""
+import argparse, json, os, platform, statistics, subprocess, sys, tempfile
+
+
+def drop_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--budget-mb", type=int, required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("-n", type=int, default=16)
+    ap.add_argument("-c", type=int, default=1024)
+    ap.add_argument("--bin", default="target/release/epm-run")
+    ap.add_argument("--out", default="validate/prefetch.json")
+    a = ap.parse_args()
+    modes = [("willneed", []), ("populate-2", ["--prefetch", "populate", "--io-threads", "2"]),
+             ("populate-4", ["--prefetch", "populate", "--io-threads", "4"]),
+             ("populate-8", ["--prefetch", "populate", "--io-threads", "8"])]
+    tmp = tempfile.mkdtemp()
+    results = {m: [] for m, _ in modes}
+    ref_ids = None
+    for rep in range(a.runs):
+        for name, flags in modes:
+            drop_cache(a.model)
+            stats = os.path.join(tmp, f"{name}-{rep}.json")
+            cmd = [a.bin, "generate", "-m", a.model, "-p", "The quick brown fox jumps over the lazy dog",
+                   "-n", str(a.n), "-c", str(a.c), "-t", "2", "--ram-budget-mb", str(a.budget_mb),
+                   "--stats-file", stats] + flags
+            subprocess.run(cmd, check=True, capture_output=True)
+            s = json.load(open(stats))
+            ids = s["tokens"]["generated_ids"]
+            ref_ids = ref_ids or ids
+            results[name].append({"decode": s["tok_per_s"]["decode"], "prefill": s["tok_per_s"]["prefill"],
+                                  "read_bytes_per_token": s["io"]["read_bytes_per_token"],
+                                  "miss_bytes": s["experts"]["miss_bytes"], "hit_rate": s["experts"]["hit_rate"],
+                                  "peak_rss_bytes": s["memory"]["peak_rss_bytes"], "same_tokens": ids == ref_ids})
+            print(name, rep, results[name][-1], flush=True)
+    summary = {}
+    for name, rows in results.items():
+        summary[name] = {k: statistics.median(r[k] for r in rows) for k in ("decode", "prefill", "read_bytes_per_token", "peak_rss_bytes")}
+        summary[name]["decode_vs_willneed"] = summary[name]["decode"] / summary["willneed"]["decode"]
+        summary[name]["all_same_tokens"] = all(r["same_tokens"] for r in rows)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    json.dump({"command": "python3 bench/prefetch_ab.py " + " ".join(sys.argv[1:]),
+               "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()},
+               "budget_mb": a.budget_mb, "summary": summary, "runs": results}, open(a.out, "w"), indent=2)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
