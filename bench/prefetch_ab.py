@@ -23,10 +23,14 @@ def main():
     ap.add_argument("-c", type=int, default=1024)
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("--out", default="validate/prefetch.json")
+    ap.add_argument("--modes", default="willneed,populate-2,populate-4,populate-8",
+                    help="comma-separated: willneed, populate-2, populate-4, populate-8, predict (willneed first)")
     a = ap.parse_args()
-    modes = [("willneed", []), ("populate-2", ["--prefetch", "populate", "--io-threads", "2"]),
-             ("populate-4", ["--prefetch", "populate", "--io-threads", "4"]),
-             ("populate-8", ["--prefetch", "populate", "--io-threads", "8"])]
+    all_modes = {"willneed": [], "populate-2": ["--prefetch", "populate", "--io-threads", "2"],
+                 "populate-4": ["--prefetch", "populate", "--io-threads", "4"],
+                 "populate-8": ["--prefetch", "populate", "--io-threads", "8"],
+                 "predict": ["--predict"]}
+    modes = [(m, all_modes[m]) for m in a.modes.split(",")]
     tmp = tempfile.mkdtemp()
     results = {m: [] for m, _ in modes}
     ref_ids = None
@@ -44,7 +48,8 @@ def main():
             results[name].append({"decode": s["tok_per_s"]["decode"], "prefill": s["tok_per_s"]["prefill"],
                                   "read_bytes_per_token": s["io"]["read_bytes_per_token"],
                                   "miss_bytes": s["experts"]["miss_bytes"], "hit_rate": s["experts"]["hit_rate"],
-                                  "peak_rss_bytes": s["memory"]["peak_rss_bytes"], "same_tokens": ids == ref_ids})
+                                  "peak_rss_bytes": s["memory"]["peak_rss_bytes"], "same_tokens": ids == ref_ids,
+                                  "prediction_accuracy": s["prediction"]["accuracy"], "prefetch": s["prefetch"]})
             print(name, rep, results[name][-1], flush=True)
     summary = {}
     for name, rows in results.items():

@@ -163,6 +163,10 @@ struct GenerateArgs {
     /// I/O threads for `--prefetch populate`.
     #[arg(long, default_value_t = 4)]
     io_threads: usize,
+    /// Cross-layer prediction: while a layer computes, apply the next layer's router to its
+    /// hidden state and prefetch the experts it would pick (decode steps only).
+    #[arg(long)]
+    predict: bool,
 }
 
 #[derive(Args, Debug)]
@@ -423,6 +427,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         } else {
             os::Prefetch::WillNeed
         },
+        predict: a.predict,
     };
     let params = GenerateParams {
         prompt,

@@ -42,6 +42,10 @@ pub struct LayerCounters {
     pub evictions: Counter,
     /// How often each expert was selected (per token), for the realized popularity.
     pub selections: Vec<Counter>,
+    /// Distinct experts selected in routings that had a prediction, and how many of them
+    /// had been predicted.
+    pub predicted_of: Counter,
+    pub predicted_selected: Counter,
 }
 
 impl LayerCounters {
@@ -76,6 +80,11 @@ pub struct PagerCounters {
     pub overruns: Counter,
     /// Evictions forced by measured RSS above the budget (the RSS guard).
     pub guard_shrinks: Counter,
+    /// Experts read in on a cross-layer prediction; those routing then selected; bytes of
+    /// those it did not.
+    pub prefetch_issued: Counter,
+    pub prefetch_useful: Counter,
+    pub prefetch_wasted_bytes: Counter,
     pub layers: Vec<LayerCounters>,
 }
 
@@ -138,6 +147,29 @@ pub struct Snapshot {
     pub memory: MemorySection,
     pub per_layer: Vec<LayerSection>,
     pub hook: HookSection,
+    pub prefetch: PrefetchSection,
+    pub prediction: PredictionSection,
+}
+
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct PrefetchSection {
+    pub issued: u64,
+    pub useful: u64,
+    pub wasted_bytes: u64,
+}
+
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct PredictionSection {
+    /// Share of selected experts that had been predicted (0 when nothing was predicted).
+    pub accuracy: f64,
+    pub per_layer: Vec<LayerAccuracy>,
+}
+
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct LayerAccuracy {
+    pub layer: u32,
+    pub accuracy: f64,
+    pub scored: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -314,6 +346,29 @@ impl RunStats {
             hook: HookSection {
                 calls: self.hook_calls.get(),
                 panicked: self.hook_panicked.load(Ordering::Relaxed),
+            },
+            prefetch: PrefetchSection {
+                issued: p.prefetch_issued.get(),
+                useful: p.prefetch_useful.get(),
+                wasted_bytes: p.prefetch_wasted_bytes.get(),
+            },
+            prediction: {
+                let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+                let (sel, of) = p.layers.iter().fold((0, 0), |(s, o), l| {
+                    (s + l.predicted_selected.get(), o + l.predicted_of.get())
+                });
+                PredictionSection {
+                    accuracy: ratio(sel, of),
+                    per_layer: p
+                        .layers
+                        .iter()
+                        .map(|l| LayerAccuracy {
+                            layer: l.layer,
+                            accuracy: ratio(l.predicted_selected.get(), l.predicted_of.get()),
+                            scored: l.predicted_of.get(),
+                        })
+                        .collect(),
+                }
             },
         }
     }

@@ -234,3 +234,41 @@ fn populate_prefetch_is_bit_identical_too() {
             <= plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB) * MIB
     );
 }
+
+#[test]
+fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let plan = plan(&model, &["-c", "1024"]);
+    let budget_mb = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB);
+    let (ref_logits, ref_stats) = generate(&model, dir.path(), "ref", &["--no-pager"], "48");
+    let budget = budget_mb.to_string();
+    let (logits, stats) = generate(
+        &model,
+        dir.path(),
+        "predict",
+        &["--ram-budget-mb", &budget, "--predict"],
+        "48",
+    );
+    assert_eq!(
+        stats["tokens"]["generated_ids"],
+        ref_stats["tokens"]["generated_ids"]
+    );
+    assert!(logits == ref_logits, "logits differ with --predict");
+    let issued = stats["prefetch"]["issued"].as_u64().unwrap();
+    assert!(issued > 0, "no speculative reads: {}", stats["prefetch"]);
+    assert!(stats["prefetch"]["useful"].as_u64().unwrap() <= issued);
+    let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.0 && accuracy <= 1.0, "accuracy {accuracy}");
+    assert_eq!(
+        stats["prediction"]["per_layer"].as_array().unwrap().len(),
+        4
+    );
+    // Speculative reads count against the budget: total RSS stays under it.
+    assert!(stats["memory"]["peak_rss_bytes"].as_u64().unwrap() <= budget_mb * MIB);
+    assert!(
+        stats["experts"]["resident_peak_bytes"].as_u64().unwrap()
+            <= stats["expert_budget_bytes"].as_u64().unwrap()
+    );
+}

@@ -33,6 +33,18 @@ impl MoeLayer {
     }
 }
 
+/// A layer's router (`blk.N.ffn_gate_inp.weight`, `[n_embd, n_expert]`), which the
+/// cross-layer predictor reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouterTensor {
+    pub layer: u32,
+    pub file: usize,
+    pub offset: u64,
+    pub ggml_type: GgmlType,
+    pub n_embd: u64,
+    pub n_expert: u64,
+}
+
 /// What the pager and planner need to know about a model, from its GGUF headers.
 #[derive(Debug, Clone)]
 pub struct ModelIndex {
@@ -54,6 +66,7 @@ pub struct ModelIndex {
     pub expert_ff: u64,
     /// MoE layers in layer order; empty for a dense model.
     pub layers: Vec<MoeLayer>,
+    pub routers: Vec<RouterTensor>,
     /// Bytes of all tensor data.
     pub tensor_bytes: u64,
     pub expert_bytes: u64,
@@ -108,11 +121,24 @@ impl ModelIndex {
         let expert_ff = get("expert_feed_forward_length").unwrap_or(0);
 
         let mut layers: Vec<MoeLayer> = Vec::new();
+        let mut routers = Vec::new();
         let mut tensor_bytes = 0u64;
         let mut expert_bytes = 0u64;
         for (file, shard) in model.shards.iter().enumerate() {
             for t in &shard.tensors {
                 tensor_bytes += t.n_bytes;
+                if let (Some(layer), [n_embd, n_exp]) = (layer_of(&t.name), t.dims.as_slice()) {
+                    if t.name.ends_with(".ffn_gate_inp.weight") && *n_exp == u64::from(n_expert) {
+                        routers.push(RouterTensor {
+                            layer,
+                            file,
+                            offset: shard.abs_offset(t),
+                            ggml_type: t.ggml_type,
+                            n_embd: *n_embd,
+                            n_expert: *n_exp,
+                        });
+                    }
+                }
                 let is_expert =
                     n_expert > 0 && t.dims.len() == 3 && t.dims[2] == u64::from(n_expert);
                 let Some(layer) = layer_of(&t.name).filter(|_| is_expert) else {
@@ -158,6 +184,7 @@ impl ModelIndex {
             n_expert_used,
             expert_ff,
             layers,
+            routers,
             tensor_bytes,
             expert_bytes,
         })

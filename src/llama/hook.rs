@@ -11,7 +11,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use llama_cpp_sys_2::{ggml_tensor, GGML_OP_MUL_MAT_ID, GGML_TYPE_I32};
+use llama_cpp_sys_2::{
+    ggml_tensor, GGML_OP_MUL_MAT, GGML_OP_MUL_MAT_ID, GGML_TYPE_F32, GGML_TYPE_I32,
+};
 
 use crate::os::{OsAdvisor, RssProbe};
 use crate::pager::Pager;
@@ -90,6 +92,109 @@ impl Drop for TraceWriter {
     }
 }
 
+/// Cross-layer prediction: when layer L's routing arrives, apply the next MoE layer's router
+/// to layer L's router input (the hidden state the callback can already see) and prefetch
+/// the experts it would choose. It only reads tensors; compute is never changed.
+pub struct Predictor {
+    /// Per layer id: address of its F32 router rows (`n_expert` rows of `n_embd` floats) in
+    /// llama.cpp's file mapping, or 0 when the layer has none the predictor can read.
+    pub routers: Vec<usize>,
+    /// Per layer id: the next layer id that has a router.
+    pub next_layer: Vec<Option<u32>>,
+    pub n_embd: usize,
+    pub n_expert: usize,
+    pub n_used: usize,
+    /// Predict only for ubatches of at most this many tokens (decode); a prefill ubatch
+    /// selects most experts anyway.
+    pub max_tokens: usize,
+    /// Scratch, sized at construction so the hot path never allocates.
+    pub scores: Vec<f32>,
+    pub chosen: Vec<i32>,
+}
+
+const ROUTER_SUFFIX: &[u8] = b"ffn_gate_inp.weight";
+
+/// The router matmul's input among the ancestors of a `ffn_moe_topk` node: a MUL_MAT whose
+/// weight is `*ffn_gate_inp.weight`. Depth-limited, allocation-free.
+fn router_input(t: &ggml_tensor, depth: u32) -> Option<&ggml_tensor> {
+    if depth == 0 {
+        return None;
+    }
+    if t.op == GGML_OP_MUL_MAT && !t.src[0].is_null() && !t.src[1].is_null() {
+        // SAFETY: graph nodes and their sources stay alive during the callback.
+        let (w, x) = unsafe { (&*t.src[0], &*t.src[1]) };
+        // SAFETY: ggml keeps `name` NUL-terminated.
+        if unsafe { CStr::from_ptr(w.name.as_ptr()) }
+            .to_bytes()
+            .ends_with(ROUTER_SUFFIX)
+        {
+            return Some(x);
+        }
+    }
+    for p in [t.view_src, t.src[0], t.src[1]] {
+        if p.is_null() {
+            continue;
+        }
+        // SAFETY: as above.
+        if let Some(x) = router_input(unsafe { &*p }, depth - 1) {
+            return Some(x);
+        }
+    }
+    None
+}
+
+impl Predictor {
+    /// The experts layer `next`'s router would choose for each token of `x`
+    /// (`[n_embd, n_tokens]` F32), into `self.chosen`. Returns false when it cannot predict.
+    fn predict(&mut self, next: u32, x: &ggml_tensor) -> bool {
+        let n_tokens = x.ne[1].max(0) as usize;
+        let router = self.routers.get(next as usize).copied().unwrap_or(0);
+        if router == 0
+            || x.type_ != GGML_TYPE_F32
+            || x.ne[0] as usize != self.n_embd
+            || x.data.is_null()
+            || n_tokens == 0
+            || n_tokens > self.max_tokens
+        {
+            return false;
+        }
+        self.chosen.clear();
+        for tok in 0..n_tokens {
+            // SAFETY: `x` has been computed (it is an ancestor of the topk node) and holds
+            // `ne[1]` rows of `n_embd` f32, `nb[1]` bytes apart; the router rows live in the
+            // file mapping for the model's life, `n_expert * n_embd` f32 from `router`.
+            let (xr, w) = unsafe {
+                (
+                    std::slice::from_raw_parts(
+                        (x.data as *const u8).add(tok * x.nb[1]) as *const f32,
+                        self.n_embd,
+                    ),
+                    std::slice::from_raw_parts(router as *const f32, self.n_expert * self.n_embd),
+                )
+            };
+            for (e, score) in self.scores.iter_mut().enumerate() {
+                let row = &w[e * self.n_embd..(e + 1) * self.n_embd];
+                *score = row.iter().zip(xr).map(|(a, b)| a * b).sum();
+            }
+            for _ in 0..self.n_used {
+                let (best, _) =
+                    self.scores
+                        .iter()
+                        .enumerate()
+                        .fold(
+                            (0, f32::NEG_INFINITY),
+                            |m, (i, &v)| if v > m.1 { (i, v) } else { m },
+                        );
+                self.scores[best] = f32::NEG_INFINITY;
+                if self.chosen.len() < self.chosen.capacity() {
+                    self.chosen.push(best as i32);
+                }
+            }
+        }
+        true
+    }
+}
+
 /// The paging state the hook drives once the model and context exist.
 pub struct Active {
     pub pager: Pager<OsAdvisor>,
@@ -99,6 +204,7 @@ pub struct Active {
     pub expected: Vec<ExpectedTensor>,
     pub unverified: usize,
     pub trace: Option<TraceWriter>,
+    pub predictor: Option<Predictor>,
 }
 
 /// Shared with the C callback through `cb_eval_user_data`. Boxed by the session so its
@@ -163,6 +269,14 @@ impl HookState {
             trace.record(layer, n_tokens, ids(), n_tokens * n_used);
         }
         active.pager.route(layer, n_tokens as u64, ids());
+        if let Some(pred) = active.predictor.as_mut() {
+            let next = pred.next_layer.get(layer as usize).copied().flatten();
+            if let (Some(next), Some(x)) = (next, router_input(t, 6)) {
+                if pred.predict(next, x) {
+                    active.pager.speculate(next, pred.chosen.iter().copied());
+                }
+            }
+        }
         let rss = active.rss.rss_bytes();
         if rss > active.rss_limit {
             let excess = rss - active.rss_limit;

@@ -82,6 +82,8 @@ pub struct SessionOptions {
     pub trace_file: Option<PathBuf>,
     /// How missing experts are read in.
     pub prefetch: os::Prefetch,
+    /// Predict each next MoE layer's experts and prefetch them (decode only).
+    pub predict: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -224,15 +226,13 @@ pub fn run(
                 expert_budget >> 20,
                 index.expert_bytes >> 20
             );
-            *hook.active.lock().expect("hook lock") = Some(attach(
-                index,
-                expert_budget,
+            let budgets = Budgets {
+                expert: expert_budget,
                 hot_window_tokens,
-                budget_bytes - plan::margin_for(0) / 4,
-                stats.clone(),
-                opts.trace_file.as_deref(),
-                opts.prefetch,
-            )?);
+                rss_limit: budget_bytes - plan::margin_for(0) / 4,
+            };
+            *hook.active.lock().expect("hook lock") =
+                Some(attach(index, opts, budgets, stats.clone())?);
         }
     }
     stats.read_bytes_after_load.set(os::proc_read_bytes());
@@ -248,14 +248,19 @@ pub fn run(
 
 /// Find llama.cpp's mappings, put `MADV_RANDOM` on every expert range, drop any expert
 /// pages already cached (the pager owns them from here), and build the pager.
+/// The pager's limits, from the measured reserve.
+struct Budgets {
+    expert: u64,
+    hot_window_tokens: u64,
+    /// Measured RSS above this makes the hook evict more.
+    rss_limit: u64,
+}
+
 fn attach(
     index: &ModelIndex,
-    expert_budget: u64,
-    hot_window_tokens: u64,
-    rss_limit: u64,
+    opts: &SessionOptions,
+    budgets: Budgets,
     stats: Arc<RunStats>,
-    trace_file: Option<&std::path::Path>,
-    prefetch: os::Prefetch,
 ) -> Result<Active, SessionError> {
     let files = index
         .files
@@ -299,6 +304,7 @@ fn attach(
             m.will_need(pos, size - pos);
         }
     }
+    let predictor = opts.predict.then(|| predictor(index, &files)).flatten();
     let layers = index
         .layers
         .iter()
@@ -316,10 +322,10 @@ fn attach(
         })
         .collect();
     let pager = Pager::new(
-        OsAdvisor::new(files, prefetch),
+        OsAdvisor::new(files, opts.prefetch),
         PagerConfig {
-            expert_budget_bytes: expert_budget,
-            hot_window_tokens,
+            expert_budget_bytes: budgets.expert,
+            hot_window_tokens: budgets.hot_window_tokens,
             page_size: os::page_size() as u64,
         },
         index.n_expert,
@@ -329,12 +335,15 @@ fn attach(
     Ok(Active {
         pager,
         rss: RssProbe::new()?,
-        rss_limit,
+        rss_limit: budgets.rss_limit,
         unverified: expected.len(),
         expected,
-        trace: trace_file
+        trace: opts
+            .trace_file
+            .as_deref()
             .map(|p| super::hook::TraceWriter::create(p, index.n_expert, index.n_expert_used))
             .transpose()?,
+        predictor,
     })
 }
 
@@ -364,6 +373,51 @@ fn drop_file_pages(files: &[FileMapping], sizes: &[u64], ranges: &[Vec<(u64, u64
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// The cross-layer predictor, when every router is F32 inside the file mapping.
+fn predictor(index: &ModelIndex, files: &[FileMapping]) -> Option<super::hook::Predictor> {
+    const MAX_TOKENS: usize = 8;
+    let n_layer = index.layers.iter().map(|l| l.layer + 1).max()? as usize;
+    let n_expert = index.n_expert as usize;
+    let n_embd = index.n_embd as usize;
+    let mut routers = vec![0usize; n_layer];
+    for r in &index.routers {
+        let m = &files[r.file];
+        let addr = m.addr_of(r.offset);
+        let bytes = n_embd * n_expert * 4;
+        if r.ggml_type != crate::gguf::GgmlType::F32
+            || r.n_embd as usize != n_embd
+            || !m.contains(addr, bytes)
+        {
+            tracing::info!(
+                "cross-layer prediction off: router of layer {} is {} or outside the mapping",
+                r.layer,
+                r.ggml_type
+            );
+            return None;
+        }
+        if let Some(slot) = routers.get_mut(r.layer as usize) {
+            *slot = addr;
+        }
+    }
+    let next_layer = (0..n_layer)
+        .map(|l| {
+            (l + 1..n_layer)
+                .find(|&n| routers[n] != 0)
+                .map(|n| n as u32)
+        })
+        .collect();
+    Some(super::hook::Predictor {
+        routers,
+        next_layer,
+        n_embd,
+        n_expert,
+        n_used: index.n_expert_used as usize,
+        max_tokens: MAX_TOKENS,
+        scores: vec![0.0; n_expert],
+        chosen: Vec::with_capacity(MAX_TOKENS * index.n_expert_used as usize),
+    })
 }
 
 fn check_hook(hook: &HookState) -> Result<(), SessionError> {

@@ -98,6 +98,10 @@ pub struct Pager<A: Advisor> {
     head: u32,
     tail: u32,
     pinned: Vec<u32>,
+    /// 7. `speculative[s]` implies `resident[s]`: advised in on a prediction, not yet selected.
+    speculative: Vec<bool>,
+    /// 8. `predicted[s]`: slot `s` was predicted for its layer's next routing (cleared by it).
+    predicted: Vec<bool>,
     epoch: u64,
     resident_bytes: u64,
     /// Token clock: advanced by each ubatch's token count when routing restarts at a lower layer.
@@ -142,6 +146,8 @@ impl<A: Advisor> Pager<A> {
             layers,
             cost,
             resident: vec![false; n_slots],
+            speculative: vec![false; n_slots],
+            predicted: vec![false; n_slots],
             last_used: vec![0; n_slots],
             pin_epoch: vec![0; n_slots],
             prev: vec![NIL; n_slots],
@@ -209,6 +215,18 @@ impl<A: Advisor> Pager<A> {
         self.head = s as u32;
         if self.tail == NIL {
             self.tail = s as u32;
+        }
+    }
+
+    fn push_tail(&mut self, s: usize) {
+        self.next[s] = NIL;
+        self.prev[s] = self.tail;
+        if self.tail != NIL {
+            self.next[self.tail as usize] = s as u32;
+        }
+        self.tail = s as u32;
+        if self.head == NIL {
+            self.head = s as u32;
         }
     }
 
@@ -322,6 +340,7 @@ impl<A: Advisor> Pager<A> {
                 need += self.cost[s];
             }
         }
+        self.settle_predictions(pos as usize);
         if !self.make_room(need, self.config.expert_budget_bytes) {
             self.counters.overruns.inc();
         }
@@ -356,6 +375,82 @@ impl<A: Advisor> Pager<A> {
         c.layers[pos as usize].misses.add(misses);
         c.resident_bytes.set(self.resident_bytes);
         c.resident_peak_bytes.max(self.resident_bytes);
+    }
+
+    /// Score this layer's predictions against the routing just pinned, and demote wrong
+    /// speculative reads to the cold end of the LRU so they are the first evicted.
+    fn settle_predictions(&mut self, pos: usize) {
+        let n = self.n_expert as usize;
+        let base = pos * n;
+        let (mut predicted_selected, mut any) = (0u64, false);
+        for s in base..base + n {
+            let selected = self.pin_epoch[s] == self.epoch;
+            if self.predicted[s] {
+                any = true;
+                self.predicted[s] = false;
+                predicted_selected += u64::from(selected);
+            }
+            if self.speculative[s] {
+                self.speculative[s] = false;
+                if selected {
+                    self.counters.prefetch_useful.inc();
+                } else {
+                    self.counters.prefetch_wasted_bytes.add(self.cost[s]);
+                    self.unlink(s);
+                    self.push_tail(s);
+                }
+            }
+        }
+        if any {
+            let l = &self.counters.layers[pos];
+            l.predicted_selected.add(predicted_selected);
+            l.predicted_of.add(self.pinned.len() as u64);
+        }
+    }
+
+    /// A prediction of `layer`'s next routing: advise in the predicted experts that are not
+    /// resident, as far as the budget allows without touching protected experts. They count
+    /// against the budget; if routing does not select them they are evicted first.
+    pub fn speculate(&mut self, layer: u32, predicted: impl Iterator<Item = i32>) {
+        let Some(pos) = self
+            .layer_pos
+            .get(layer as usize)
+            .copied()
+            .filter(|&p| p != NIL)
+        else {
+            return;
+        };
+        let n = self.n_expert as usize;
+        let base = pos as usize * n;
+        let mut issued = false;
+        for id in predicted {
+            if id < 0 || id as usize >= n {
+                continue;
+            }
+            let s = base + id as usize;
+            if self.predicted[s] {
+                continue;
+            }
+            self.predicted[s] = true;
+            if self.resident[s] || !self.make_room(self.cost[s], self.config.expert_budget_bytes) {
+                continue;
+            }
+            for k in 0..self.layers[pos as usize].slices.len() {
+                let sl = self.layers[pos as usize].slices[k];
+                self.advisor.will_need(sl.range(id as u64));
+            }
+            issued = true;
+            self.resident[s] = true;
+            self.speculative[s] = true;
+            self.resident_bytes += self.cost[s];
+            self.push_head(s);
+            self.counters.prefetch_issued.inc();
+        }
+        if issued {
+            self.advisor.flush();
+        }
+        self.counters.resident_bytes.set(self.resident_bytes);
+        self.counters.resident_peak_bytes.max(self.resident_bytes);
     }
 
     /// Outside pressure (measured RSS above the budget): evict unprotected experts until the

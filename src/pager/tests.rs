@@ -273,3 +273,43 @@ fn misses_are_advised_tensor_by_tensor_in_expert_order_then_flushed() {
     );
     assert_eq!(p.advisor().flushes, 1);
 }
+
+#[test]
+fn wrong_speculation_is_evicted_first_and_right_one_counts_as_useful() {
+    let mut p = pager(4, 0, 2);
+    p.route(0, 1, [0].into_iter());
+    p.speculate(1, [1, 2].into_iter()); // layer 1 predicted: experts 1 and 2
+    assert!(p.is_resident(1, 1) && p.is_resident(1, 2));
+    assert_eq!(p.counters.prefetch_issued.get(), 2);
+    p.route(1, 1, [1].into_iter()); // 1 was right, 2 was wrong
+    assert_eq!(p.counters.prefetch_useful.get(), 1);
+    assert_eq!(p.counters.prefetch_wasted_bytes.get(), EXPERT);
+    assert_eq!(p.counters.hits.get(), 1, "the prefetched expert is a hit");
+    // Budget 4: resident are (0,0), (1,1), (1,2). Two new experts need one eviction: the
+    // wrong speculation goes first even though (0,0) is older.
+    p.route(0, 1, [5, 6].into_iter());
+    let evicted: Vec<(u64, u64)> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| (r.offset, r.len))
+        .collect();
+    assert_eq!(evicted.len(), 1);
+    assert!(!p.is_resident(1, 2) && p.is_resident(1, 1));
+    let l1 = &p.counters.layers[1];
+    assert_eq!((l1.predicted_selected.get(), l1.predicted_of.get()), (1, 1));
+}
+
+#[test]
+fn speculation_never_evicts_the_current_layers_experts() {
+    let mut p = pager(2, 0, 2);
+    p.route(0, 1, [3, 4].into_iter()); // fills the budget with pinned experts
+    p.speculate(1, [0, 1].into_iter());
+    assert!(p.is_resident(0, 3) && p.is_resident(0, 4));
+    assert_eq!(
+        p.counters.prefetch_issued.get(),
+        0,
+        "no room without evicting pinned experts"
+    );
+    assert!(p.resident_bytes() <= 2 * EXPERT);
+}
