@@ -184,23 +184,9 @@ fn routing_trace_has_one_record_per_layer_and_ubatch() {
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
     let trace = dir.path().join("t.bin");
-    let stats = dir.path().join("s.json");
-    ok(&epm(&[
-        "generate",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
-        "hello world",
-        "-n",
-        "5",
-        "--ram-budget-mb",
-        "1024",
-        "--trace-file",
-        trace.to_str().unwrap(),
-        "--stats-file",
-        stats.to_str().unwrap(),
-    ]));
-    let s = json(&stats);
+    let trace_arg = trace.to_str().unwrap();
+    let extra = ["--ram-budget-mb", "1024", "--trace-file", trace_arg];
+    let (_, s) = common::generate(&model, dir.path(), "s", "hello world", "5", &extra);
     let b = std::fs::read(&trace).unwrap();
     assert_eq!(&b[..8], b"EPMTRC01");
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());

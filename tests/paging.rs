@@ -8,29 +8,6 @@ use std::path::Path;
 
 const PROMPT: &str = "The quick brown fox jumps over the lazy dog, and the pager reads each expert";
 
-/// `generate` arguments shared by every run here: the prompt, ctx 1024, 2 threads.
-fn generate_args(model: &Path, n: &str, stats: &Path) -> Vec<String> {
-    let model = model.to_str().unwrap();
-    let stats = stats.to_str().unwrap();
-    [
-        "generate",
-        "-m",
-        model,
-        "-p",
-        PROMPT,
-        "-n",
-        n,
-        "-c",
-        "1024",
-        "-t",
-        "2",
-        "--stats-file",
-        stats,
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
 fn generate(
     model: &Path,
     dir: &Path,
@@ -38,17 +15,7 @@ fn generate(
     mode: &[&str],
     n: &str,
 ) -> (Vec<u8>, serde_json::Value) {
-    let logits = dir.join(format!("{tag}.logits"));
-    let stats = dir.join(format!("{tag}.json"));
-    let mut args = generate_args(model, n, &stats);
-    args.extend([
-        "--dump-logits".to_string(),
-        logits.to_str().unwrap().to_string(),
-    ]);
-    args.extend(mode.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    ok(&epm(&refs));
-    (std::fs::read(&logits).unwrap(), json(&stats))
+    common::generate(model, dir, tag, PROMPT, n, mode)
 }
 
 #[test]
@@ -111,7 +78,7 @@ fn minimum_budget_holds_under_a_hard_cap() {
     let plan = plan(&model, &["-c", "1024"]);
     let budget = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB) * MIB;
     let stats_path = dir.path().join("min.json");
-    let mut args = generate_args(&model, "32", &stats_path);
+    let mut args = generate_args(&model, PROMPT, "32", &stats_path);
     args.extend(["--ram-budget-mb".to_string(), (budget / MIB).to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let cgroup = Cgroup::new(budget);

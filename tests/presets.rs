@@ -8,29 +8,7 @@ use std::path::{Path, PathBuf};
 const PROMPT: &str = "Hello world, the quick brown fox jumps over the lazy dog again";
 
 fn run(model: &Path, dir: &Path, tag: &str, mode: &[&str]) -> (Vec<u8>, serde_json::Value) {
-    let logits = dir.join(format!("{tag}.logits"));
-    let stats = dir.join(format!("{tag}.json"));
-    let mut args: Vec<String> = [
-        "generate",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
-        PROMPT,
-        "-n",
-        "64",
-        "-c",
-        "1024",
-        "-t",
-        "2",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(["--dump-logits".into(), logits.display().to_string()]);
-    args.extend(["--stats-file".into(), stats.display().to_string()]);
-    args.extend(mode.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    ok(&epm(&refs));
-    (std::fs::read(&logits).unwrap(), json(&stats))
+    common::generate(model, dir, tag, PROMPT, "64", mode)
 }
 
 /// Reference, then paged at the plan's minimum and a little above: byte-identical, with

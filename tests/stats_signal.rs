@@ -133,21 +133,14 @@ fn stats_at_exit_report_honest_figures() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
-    let stats = dir.path().join("s.json");
-    ok(&epm(&[
-        "generate",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
+    let (_, v) = common::generate(
+        &model,
+        dir.path(),
+        "s",
         "hello world",
-        "-n",
         "16",
-        "--ram-budget-mb",
-        "1024",
-        "--stats-file",
-        stats.to_str().unwrap(),
-    ]));
-    let v = json(&stats);
+        &["--ram-budget-mb", "1024"],
+    );
     check_keys(&v);
     assert_eq!(v["pager_enabled"], true);
     assert_eq!(v["budget_bytes"], 1024 * MIB);

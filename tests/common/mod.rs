@@ -128,3 +128,49 @@ impl Drop for Cgroup {
         }
     }
 }
+
+/// `generate` arguments: `prompt`, `n` tokens, ctx 1024, 2 threads, stats to `stats`.
+pub fn generate_args(model: &Path, prompt: &str, n: &str, stats: &Path) -> Vec<String> {
+    let model = model.to_str().unwrap();
+    let stats = stats.to_str().unwrap();
+    [
+        "generate",
+        "-m",
+        model,
+        "-p",
+        prompt,
+        "-n",
+        n,
+        "-c",
+        "1024",
+        "-t",
+        "2",
+        "--stats-file",
+        stats,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Run `generate` (see [`generate_args`]) plus `extra`, dumping logits; returns the logits
+/// bytes and the parsed stats. Files are `dir/<tag>.logits` and `dir/<tag>.json`.
+pub fn generate(
+    model: &Path,
+    dir: &Path,
+    tag: &str,
+    prompt: &str,
+    n: &str,
+    extra: &[&str],
+) -> (Vec<u8>, serde_json::Value) {
+    let logits = dir.join(format!("{tag}.logits"));
+    let stats = dir.join(format!("{tag}.json"));
+    let mut args = generate_args(model, prompt, n, &stats);
+    args.extend([
+        "--dump-logits".to_string(),
+        logits.to_str().unwrap().to_string(),
+    ]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&epm(&refs));
+    (std::fs::read(&logits).unwrap(), json(&stats))
+}
