@@ -644,6 +644,9 @@ fn demo(a: DemoArgs) -> Result<()> {
     ] {
         let stats_path = work.join(format!("{label}.json"));
         let logits = work.join(format!("{label}.logits"));
+        // Both runs start from a cold page cache, as after a reboot.
+        os::drop_file_cache(&model)
+            .with_context(|| format!("dropping {} from the page cache", model.display()))?;
         let out = std::process::Command::new(&exe)
             .args(["generate", "-m"])
             .arg(&model)
@@ -678,8 +681,9 @@ fn demo(a: DemoArgs) -> Result<()> {
         "\nbit-identical tokens and logits: {}",
         if identical { "yes" } else { "NO" }
     );
+    println!("\nBoth runs started from a cold page cache.");
     println!(
-        "\n{:<8} {:>10} {:>10} {:>9} {:>10} {:>10} {:>10}",
+        "{:<8} {:>10} {:>10} {:>9} {:>10} {:>10} {:>10}",
         "run", "peak RSS", "budget", "hit rate", "SSD/token", "prefill", "decode"
     );
     for (label, s, _) in &rows {
