@@ -65,34 +65,41 @@ impl Cap {
     }
 
     fn cgroup_v1(limit: u64) -> Option<Cap> {
-        let dir = Path::new(V1_ROOT).join(cgroup_name());
-        std::fs::create_dir(&dir).ok()?;
-        let cap = Cap {
-            kind: CapKind::CgroupV1,
-            limit,
-            dir: Some(dir.clone()),
-        };
-        std::fs::write(dir.join("memory.limit_in_bytes"), limit.to_string()).ok()?;
-        let memsw = dir.join("memory.memsw.limit_in_bytes");
-        if memsw.exists() {
-            std::fs::write(memsw, limit.to_string()).ok()?;
-        }
-        Some(cap)
+        // memsw, where present, keeps the cap from leaking into swap.
+        let files = [
+            ("memory.limit_in_bytes", limit, true),
+            ("memory.memsw.limit_in_bytes", limit, false),
+        ];
+        Cap::cgroup(CapKind::CgroupV1, V1_ROOT, limit, &files)
     }
 
     fn cgroup_v2(limit: u64) -> Option<Cap> {
         if !v2_available() {
             return None;
         }
-        let dir = Path::new(V2_ROOT).join(cgroup_name());
+        let files = [("memory.max", limit, true), ("memory.swap.max", 0, false)];
+        Cap::cgroup(CapKind::CgroupV2, V2_ROOT, limit, &files)
+    }
+
+    /// Create a cgroup under `root` and write each `(file, value, required)`: a required
+    /// file that cannot be written fails the cap (drop then removes the directory); an
+    /// optional one is written only where the kernel has it.
+    fn cgroup(kind: CapKind, root: &str, limit: u64, files: &[(&str, u64, bool)]) -> Option<Cap> {
+        let dir = Path::new(root).join(cgroup_name());
         std::fs::create_dir(&dir).ok()?;
         let cap = Cap {
-            kind: CapKind::CgroupV2,
+            kind,
             limit,
             dir: Some(dir.clone()),
         };
-        std::fs::write(dir.join("memory.max"), limit.to_string()).ok()?;
-        let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+        for &(file, value, required) in files {
+            let path = dir.join(file);
+            if required {
+                std::fs::write(&path, value.to_string()).ok()?;
+            } else if path.exists() {
+                let _ = std::fs::write(&path, value.to_string());
+            }
+        }
         Some(cap)
     }
 

@@ -216,6 +216,8 @@ pub struct HookState {
     /// (repacked or copied weights): paging it would be wrong, so the run must stop.
     pub foreign_tensor: Mutex<Option<String>>,
     pub foreign: AtomicBool,
+    /// Every expert tensor has been checked: `verify` returns before taking the lock.
+    verified: AtomicBool,
 }
 
 impl HookState {
@@ -225,6 +227,7 @@ impl HookState {
             stats,
             foreign_tensor: Mutex::new(None),
             foreign: AtomicBool::new(false),
+            verified: AtomicBool::new(false),
         }
     }
 
@@ -290,7 +293,7 @@ impl HookState {
     /// Check once per expert tensor that `mul_mat_id` reads it from the file mapping.
     fn verify(&self, t: &ggml_tensor) {
         let src = t.src[0];
-        if src.is_null() {
+        if src.is_null() || self.verified.load(Ordering::Relaxed) {
             return;
         }
         // SAFETY: `src[0]` of a MUL_MAT_ID node is the expert weight tensor, alive for the model's life.
@@ -302,6 +305,7 @@ impl HookState {
             return;
         };
         if active.unverified == 0 {
+            self.verified.store(true, Ordering::Relaxed);
             return;
         }
         // SAFETY: as above, `name` is NUL-terminated.
