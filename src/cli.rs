@@ -533,25 +533,10 @@ fn synth_cmd(a: SynthArgs) -> Result<()> {
         ))
     })?;
     if let Some(l) = a.layers {
-        if l == 0 {
-            bail!(UsageError("--layers must be at least 1".into()));
-        }
-        preset.n_layer = l;
+        preset = preset.with_layers(l).map_err(UsageError)?;
     }
     if let Some(x) = a.experts {
-        if preset.n_expert == 0 {
-            bail!(UsageError(format!(
-                "preset {} is dense: --experts does not apply",
-                preset.name
-            )));
-        }
-        if x < preset.n_expert_used {
-            bail!(UsageError(format!(
-                "--experts must be at least the {} experts used per token",
-                preset.n_expert_used
-            )));
-        }
-        preset.n_expert = x;
+        preset = preset.with_experts(x).map_err(UsageError)?;
     }
     if !(0.0..=8.0).contains(&a.routing_skew) {
         bail!(UsageError("--routing-skew must be between 0 and 8".into()));

@@ -85,13 +85,12 @@ pub fn ubatch_working_set(index: &ModelIndex, n_ubatch: u32, page: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// KV cache bytes (f16 K and V for every layer; an overestimate for hybrid models).
+/// Context memory: f16 K and V for every attention layer (K alone for latent attention),
+/// plus the recurrent state of the linear-attention layers of hybrid models.
 pub fn kv_bytes(index: &ModelIndex, n_ctx: u32) -> u64 {
-    u64::from(n_ctx)
-        * u64::from(index.n_layer)
-        * index.n_head_kv
-        * (index.head_dim_k + index.head_dim_v)
-        * 2
+    let per_head = index.head_dim_k + if index.latent_kv { 0 } else { index.head_dim_v };
+    u64::from(n_ctx) * u64::from(index.n_attention_layers) * index.n_head_kv * per_head * 2
+        + index.recurrent_state_bytes
 }
 
 /// Upper estimate of llama.cpp's compute buffer for one ubatch: activations per token,

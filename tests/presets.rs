@@ -27,19 +27,37 @@ fn check_preset(model: &Path, dir: &Path) {
         ids.len()
     );
     assert!(ref_logits.iter().len() > 0);
-    for budget in [min_mb, min_mb + 16] {
-        let (logits, stats) = run(
-            model,
-            dir,
-            &format!("b{budget}"),
-            &["--ram-budget-mb", &budget.to_string()],
-        );
+    // Demand paging at two budgets; prefetch on a thread pool and cross-layer prediction at
+    // the tighter one, where speculative reads compete hardest for the budget.
+    let min = min_mb.to_string();
+    let runs: [(u64, &[&str]); 4] = [
+        (min_mb, &[]),
+        (min_mb, &["--prefetch", "populate"]),
+        (min_mb, &["--predict"]),
+        (min_mb + 16, &[]),
+    ];
+    for (budget, extra) in runs {
+        let budget_arg = budget.to_string();
+        let mut args = vec!["--ram-budget-mb", &budget_arg];
+        args.extend_from_slice(extra);
+        let tag = format!("b{budget}{}", extra.join("").replace('-', ""));
+        let (logits, stats) = run(model, dir, &tag, &args);
         assert_eq!(
             stats["tokens"]["generated_ids"].as_array().unwrap(),
             ids,
-            "tokens differ at {budget} MiB"
+            "tokens differ at {budget} MiB {extra:?}"
         );
-        assert!(logits == ref_logits, "logits differ at {budget} MiB");
+        assert!(
+            logits == ref_logits,
+            "logits differ at {budget} MiB {extra:?}"
+        );
+        if extra == ["--predict"] {
+            let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();
+            assert!(
+                accuracy > 0.3,
+                "prediction accuracy {accuracy} at {min} MiB"
+            );
+        }
         assert!(
             stats["experts"]["evictions"].as_u64().unwrap() > 0,
             "no evictions at {budget} MiB"
@@ -65,6 +83,78 @@ fn smallthinker_4b_mini() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     check_preset(&synth(dir.path(), "smallthinker-4b-mini", &[]), dir.path());
+}
+
+/// qwen35moe: gated delta-net layers, full attention every 4th, gated shared experts.
+#[test]
+fn qwen36_35b_a3b_mini() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    check_preset(&synth(dir.path(), "qwen3.6-35b-a3b-mini", &[]), dir.path());
+}
+
+/// qwen35moe with gate and up merged into one `ffn_gate_up_exps` tensor per layer.
+#[test]
+fn minicpm_v47_35b_a3b_mini() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "minicpm-v4.7-35b-a3b-mini", &[]);
+    let index = epm::gguf::ModelIndex::build(&epm::gguf::GgufModel::open(&model).unwrap()).unwrap();
+    assert!(index.layers.iter().all(|l| l.tensors.len() == 2
+        && l.tensors
+            .iter()
+            .any(|t| t.name.ends_with("ffn_gate_up_exps.weight"))));
+    check_preset(&model, dir.path());
+}
+
+/// bailingmoe3: KDA + MLA, leading dense layers, expert groups, written as two shards.
+#[test]
+fn ling_3_flash_mini() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ling.gguf");
+    ok(&epm(&[
+        "synth",
+        "--preset",
+        "ling-3.0-flash-mini",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    let first = dir.path().join("ling-00001-of-00002.gguf");
+    assert!(first.exists() && dir.path().join("ling-00002-of-00002.gguf").exists());
+    let index = epm::gguf::ModelIndex::build(&epm::gguf::GgufModel::open(&first).unwrap()).unwrap();
+    // The two leading dense layers have no experts; MLA's per-head tensors are not experts.
+    assert_eq!(index.layers.first().map(|l| l.layer), Some(2));
+    assert!(index.layers.iter().all(|l| l.tensors.len() == 3));
+    check_preset(&first, dir.path());
+}
+
+/// The plan's context memory for hybrid models is llama.cpp's own: KV only for the attention
+/// layers (K alone for latent attention) plus the recurrent state of the others. The
+/// expected figures are the KV and RS buffer sizes llama.cpp logs for these models.
+#[test]
+fn hybrid_plans_match_llama_cpp_context_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = |model: &Path| plan(model, &["-c", "1024"])["kv_bytes"].as_u64().unwrap();
+    // 2 attention layers x 1024 cells x 2 KV heads x (256 + 256) x f16 = 4.00 MiB;
+    // 6 delta-net layers x (3 x 1024 conv + 128 x 512 state) x f32 = 1.57 MiB.
+    let qwen = synth(dir.path(), "qwen3.6-35b-a3b-mini", &[]);
+    assert_eq!(kv(&qwen), 4 * MIB + 6 * (3 * 1024 + 128 * 512) * 4);
+    // 2 MLA layers x 1024 cells x (256 + 64) latent x f16 = 1.25 MiB;
+    // 6 KDA layers x (3 x 3 x 512 conv + 4 x 128 x 128 state) x f32 = 1.61 MiB.
+    let out = dir.path().join("ling.gguf");
+    ok(&epm(&[
+        "synth",
+        "--preset",
+        "ling-3.0-flash-mini",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    let ling = dir.path().join("ling-00001-of-00002.gguf");
+    assert_eq!(
+        kv(&ling),
+        2 * 1024 * 320 * 2 + 6 * (9 * 512 + 4 * 128 * 128) * 4
+    );
 }
 
 #[test]

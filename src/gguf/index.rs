@@ -60,6 +60,13 @@ pub struct ModelIndex {
     pub head_dim_v: u64,
     pub n_vocab: u64,
     pub context_length: u64,
+    /// Multi-head latent attention: the cache stores the compressed latent once, as K, and V
+    /// is a view of it.
+    pub latent_kv: bool,
+    /// Layers that keep a KV cache; the rest (hybrid models) keep a fixed recurrent state.
+    pub n_attention_layers: u32,
+    /// Bytes of recurrent state (conv and SSM/delta-net state, f32) for one sequence.
+    pub recurrent_state_bytes: u64,
     /// 0 for a dense model.
     pub n_expert: u32,
     pub n_expert_used: u32,
@@ -84,6 +91,42 @@ pub fn layer_of(name: &str) -> Option<u32> {
     let rest = name.strip_prefix("blk.")?;
     let (n, _) = rest.split_once('.')?;
     n.parse().ok()
+}
+
+/// How many layers keep a KV cache, and the recurrent state of the others, from the generic
+/// metadata keys hybrid architectures use: `attention.recurrent_layers` (BOOL array),
+/// a per-layer `attention.head_count_kv` with 0 for recurrent layers, or
+/// `full_attention_interval`; state sizes from `kda.head_dim` or `ssm.*`.
+fn recurrent_layout(model: &GgufModel, arch: &str, n_layer: u32, n_head: u64) -> (u32, u64) {
+    let get = |k: &str| meta_u64(model, &format!("{arch}.{k}"));
+    let d_conv = get("ssm.conv_kernel").unwrap_or(0);
+    let per_layer_state = if let Some(hd) = get("kda.head_dim") {
+        // Kimi delta attention: Q, K and V convolutions plus a head_dim² state per head.
+        let d_inner = hd * n_head;
+        (3 * d_conv.saturating_sub(1) * d_inner + hd * hd * n_head) * 4
+    } else if let (Some(d_state), Some(d_inner)) = (get("ssm.state_size"), get("ssm.inner_size")) {
+        let n_group = get("ssm.group_count").unwrap_or(0);
+        (d_conv.saturating_sub(1) * (d_inner + 2 * n_group * d_state) + d_state * d_inner) * 4
+    } else {
+        return (n_layer, 0);
+    };
+    let recurrent = match model.get(&format!("{arch}.attention.recurrent_layers")) {
+        Some(Value::Array { items, .. }) => items
+            .iter()
+            .filter(|v| matches!(v, Value::Bool(true)) || v.as_u64().is_some_and(|x| x != 0))
+            .count() as u32,
+        _ => match model.get(&format!("{arch}.attention.head_count_kv")) {
+            Some(Value::Array { items, .. }) => {
+                items.iter().filter(|v| v.as_u64() == Some(0)).count() as u32
+            }
+            _ => match get("full_attention_interval").filter(|&i| i > 0) {
+                Some(i) => n_layer - (n_layer as u64 / i) as u32,
+                None => n_layer,
+            },
+        },
+    }
+    .min(n_layer);
+    (n_layer - recurrent, u64::from(recurrent) * per_layer_state)
 }
 
 impl ModelIndex {
@@ -120,6 +163,10 @@ impl ModelIndex {
         let n_expert_used = get("expert_used_count").unwrap_or(0) as u32;
         let expert_ff = get("expert_feed_forward_length").unwrap_or(0);
 
+        let latent_kv = get("attention.key_length_mla").is_some();
+        let (n_attention_layers, recurrent_state_bytes) =
+            recurrent_layout(model, &arch, n_layer, n_head);
+
         let mut layers: Vec<MoeLayer> = Vec::new();
         let mut routers = Vec::new();
         let mut tensor_bytes = 0u64;
@@ -139,8 +186,13 @@ impl ModelIndex {
                         });
                     }
                 }
-                let is_expert =
-                    n_expert > 0 && t.dims.len() == 3 && t.dims[2] == u64::from(n_expert);
+                // Routed experts are `ffn_{gate,up,down,gate_up}_exps`: 3-D, one slice per
+                // expert. Other 3-D tensors (MLA's per-head `attn_k_b`) are not experts even
+                // when their head count happens to equal the expert count.
+                let is_expert = n_expert > 0
+                    && t.dims.len() == 3
+                    && t.dims[2] == u64::from(n_expert)
+                    && t.name.contains("_exps.");
                 let Some(layer) = layer_of(&t.name).filter(|_| is_expert) else {
                     continue;
                 };
@@ -180,6 +232,9 @@ impl ModelIndex {
             head_dim_v,
             n_vocab,
             context_length,
+            latent_kv,
+            n_attention_layers,
+            recurrent_state_bytes,
             n_expert,
             n_expert_used,
             expert_ff,

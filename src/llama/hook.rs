@@ -115,29 +115,35 @@ pub struct Predictor {
 const ROUTER_SUFFIX: &[u8] = b"ffn_gate_inp.weight";
 
 /// The router matmul's input among the ancestors of a `ffn_moe_topk` node: a MUL_MAT whose
-/// weight is `*ffn_gate_inp.weight`. Depth-limited, allocation-free.
-fn router_input(t: &ggml_tensor, depth: u32) -> Option<&ggml_tensor> {
-    if depth == 0 {
-        return None;
-    }
-    if t.op == GGML_OP_MUL_MAT && !t.src[0].is_null() && !t.src[1].is_null() {
-        // SAFETY: graph nodes and their sources stay alive during the callback.
-        let (w, x) = unsafe { (&*t.src[0], &*t.src[1]) };
-        // SAFETY: ggml keeps `name` NUL-terminated.
-        if unsafe { CStr::from_ptr(w.name.as_ptr()) }
-            .to_bytes()
-            .ends_with(ROUTER_SUFFIX)
-        {
-            return Some(x);
+/// weight is `*ffn_gate_inp.weight`. A breadth-first walk over at most `MAX_VISIT`
+/// ancestors (grouped routing puts about a dozen nodes between the two); allocation-free.
+fn router_input(topk: &ggml_tensor) -> Option<&ggml_tensor> {
+    const MAX_VISIT: usize = 96;
+    let mut queue: [*const ggml_tensor; MAX_VISIT] = [std::ptr::null(); MAX_VISIT];
+    queue[0] = topk;
+    let (mut head, mut tail) = (0, 1);
+    while head < tail {
+        // SAFETY: graph nodes and their sources stay alive during the callback; the queue
+        // holds only non-null pointers taken from them.
+        let t = unsafe { &*queue[head] };
+        head += 1;
+        if t.op == GGML_OP_MUL_MAT && !t.src[0].is_null() && !t.src[1].is_null() {
+            // SAFETY: as above.
+            let (w, x) = unsafe { (&*t.src[0], &*t.src[1]) };
+            // SAFETY: ggml keeps `name` NUL-terminated.
+            if unsafe { CStr::from_ptr(w.name.as_ptr()) }
+                .to_bytes()
+                .ends_with(ROUTER_SUFFIX)
+            {
+                return Some(x);
+            }
         }
-    }
-    for p in [t.view_src, t.src[0], t.src[1]] {
-        if p.is_null() {
-            continue;
-        }
-        // SAFETY: as above.
-        if let Some(x) = router_input(unsafe { &*p }, depth - 1) {
-            return Some(x);
+        for p in std::iter::once(t.view_src).chain(t.src) {
+            let p = p as *const ggml_tensor;
+            if !p.is_null() && tail < MAX_VISIT && !queue[..tail].contains(&p) {
+                queue[tail] = p;
+                tail += 1;
+            }
         }
     }
     None
@@ -274,7 +280,7 @@ impl HookState {
         active.pager.route(layer, n_tokens as u64, ids());
         if let Some(pred) = active.predictor.as_mut() {
             let next = pred.next_layer.get(layer as usize).copied().flatten();
-            if let (Some(next), Some(x)) = (next, router_input(t, 6)) {
+            if let (Some(next), Some(x)) = (next, router_input(t)) {
                 if pred.predict(next, x) {
                     active.pager.speculate(next, pred.chosen.iter().copied());
                 }

@@ -4,8 +4,11 @@
 //! the output head maps it through one long random cycle over the vocabulary, so each
 //! step moves to a new token and routing changes from token to token.
 
+pub mod preset;
 pub mod quant;
 pub mod tokenizer;
+
+pub use preset::{q4_k_m_down, Layout, Preset, PRESETS};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,332 +16,6 @@ use std::path::{Path, PathBuf};
 use crate::gguf::writer::{GgufWriter, TensorSpec};
 use crate::gguf::{GgmlType, GgufError, Value};
 use quant::{name_seed, Rng};
-
-/// The shape of a synthetic model. Model-specific numbers live only in [`Preset::named`].
-#[derive(Debug, Clone)]
-pub struct Preset {
-    pub name: &'static str,
-    pub arch: &'static str,
-    pub n_layer: u32,
-    pub n_embd: u64,
-    pub n_head: u64,
-    pub n_head_kv: u64,
-    pub head_dim: u64,
-    /// 0 for a dense model.
-    pub n_expert: u32,
-    pub n_expert_used: u32,
-    pub expert_ff: u64,
-    /// Feed-forward width of a dense model's FFN.
-    pub dense_ff: u64,
-    pub n_vocab: usize,
-    pub context_length: u32,
-    pub expert_type: GgmlType,
-    /// `ffn_down_exps` type of layer `l` of `n`.
-    pub down_type: fn(u32, u32) -> GgmlType,
-    pub attn_type: GgmlType,
-    /// Type of `token_embd` and `output` (Q8_0 or Q6_K).
-    pub embd_type: GgmlType,
-    /// Per-head RMS norms on Q and K (`attn_q_norm`, `attn_k_norm`).
-    pub qk_norm: bool,
-    /// `<arch>.expert_gating_func`, where the architecture reads it.
-    pub gating_func: Option<u32>,
-    /// Zipf-like exponent of expert popularity (0: no bias); see `Weights::router_rows`.
-    pub routing_skew: f64,
-    /// Files the model is written as by default (1, or 2 for presets shipped in shards).
-    pub shards: u32,
-}
-
-pub const PRESETS: [&str; 8] = [
-    "tiny",
-    "tiny-dense",
-    "demo",
-    "qwen3-30b-a3b",
-    "qwen3-30b-a3b-mini",
-    "smallthinker-4b",
-    "smallthinker-4b-mini",
-    "tiny-split",
-];
-
-/// llama.cpp's Q4_K_M rule for `ffn_down` (`use_more_bits`): Q6_K in the first and last
-/// eighth of the layers and every third layer between, Q4_K elsewhere.
-pub fn q4_k_m_down(l: u32, n: u32) -> GgmlType {
-    if l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2 {
-        GgmlType::Q6_K
-    } else {
-        GgmlType::Q4_K
-    }
-}
-
-impl Preset {
-    pub fn named(name: &str) -> Option<Preset> {
-        let tiny = Preset {
-            name: "tiny",
-            arch: "qwen3moe",
-            n_layer: 4,
-            n_embd: 512,
-            n_head: 8,
-            n_head_kv: 2,
-            head_dim: 64,
-            n_expert: 32,
-            n_expert_used: 4,
-            expert_ff: 512,
-            dense_ff: 0,
-            n_vocab: 1024,
-            context_length: 4096,
-            expert_type: GgmlType::Q4_K,
-            down_type: |l, _| {
-                if l % 2 == 0 {
-                    GgmlType::Q6_K
-                } else {
-                    GgmlType::Q4_K
-                }
-            },
-            attn_type: GgmlType::Q8_0,
-            embd_type: GgmlType::Q8_0,
-            qk_norm: true,
-            gating_func: None,
-            routing_skew: 0.0,
-            shards: 1,
-        };
-        let qwen3_30b = Preset {
-            name: "qwen3-30b-a3b",
-            n_layer: 48,
-            n_embd: 2048,
-            n_head: 32,
-            n_head_kv: 4,
-            head_dim: 128,
-            n_expert: 128,
-            n_expert_used: 8,
-            expert_ff: 768,
-            n_vocab: 151_936,
-            context_length: 40_960,
-            down_type: q4_k_m_down,
-            attn_type: GgmlType::Q4_K,
-            ..tiny.clone()
-        };
-        // SmallThinker-4B-A0.6B Q4_K_M shapes: 32 layers, 32 experts (4 used) of 768, ReLU
-        // experts, sigmoid router, no Q/K norms.
-        let smallthinker = Preset {
-            name: "smallthinker-4b",
-            arch: "smallthinker",
-            n_layer: 32,
-            n_embd: 1536,
-            n_head: 12,
-            n_head_kv: 2,
-            head_dim: 128,
-            n_expert: 32,
-            n_expert_used: 4,
-            expert_ff: 768,
-            n_vocab: 151_936,
-            context_length: 32_768,
-            down_type: q4_k_m_down,
-            attn_type: GgmlType::Q4_K,
-            embd_type: GgmlType::Q6_K,
-            qk_norm: false,
-            gating_func: Some(2),
-            ..tiny.clone()
-        };
-        Some(match name {
-            "tiny" => tiny,
-            "tiny-dense" => Preset {
-                name: "tiny-dense",
-                arch: "qwen3",
-                n_expert: 0,
-                n_expert_used: 0,
-                expert_ff: 0,
-                dense_ff: 1024,
-                ..tiny
-            },
-            "demo" => Preset {
-                name: "demo",
-                n_layer: 8,
-                n_embd: 768,
-                n_head: 12,
-                n_head_kv: 4,
-                n_expert: 64,
-                n_expert_used: 8,
-                expert_ff: 512,
-                n_vocab: 4096,
-                down_type: q4_k_m_down,
-                ..tiny
-            },
-            // Qwen3-30B-A3B Q4_K_M shapes: 48 layers, 128 experts (8 used) of 768, vocab 151,936.
-            "qwen3-30b-a3b" => qwen3_30b,
-            // The same architecture and quant mix, scaled down to tens of MB for tests.
-            "qwen3-30b-a3b-mini" => Preset {
-                name: "qwen3-30b-a3b-mini",
-                n_layer: 8,
-                n_embd: 512,
-                n_head: 8,
-                n_head_kv: 2,
-                head_dim: 64,
-                n_expert: 32,
-                expert_ff: 256,
-                n_vocab: 2048,
-                ..qwen3_30b
-            },
-            "smallthinker-4b" => smallthinker,
-            "smallthinker-4b-mini" => Preset {
-                name: "smallthinker-4b-mini",
-                n_layer: 8,
-                n_embd: 512,
-                n_head: 4,
-                n_head_kv: 2,
-                expert_ff: 512,
-                n_expert: 16,
-                n_vocab: 2048,
-                ..smallthinker
-            },
-            // `tiny`, written as two shards by default (see `default_split_bytes`).
-            "tiny-split" => Preset {
-                name: "tiny-split",
-                shards: 2,
-                ..tiny
-            },
-            _ => return None,
-        })
-    }
-
-    fn is_moe(&self) -> bool {
-        self.n_expert > 0
-    }
-
-    /// The tensors, in file order.
-    pub fn tensors(&self) -> Vec<TensorSpec> {
-        let (e, v) = (self.n_embd, self.n_vocab as u64);
-        let q = self.n_head * self.head_dim;
-        let kv = self.n_head_kv * self.head_dim;
-        let mut t = vec![
-            TensorSpec::new("token_embd.weight", &[e, v], self.embd_type),
-            TensorSpec::new("output_norm.weight", &[e], GgmlType::F32),
-            TensorSpec::new("output.weight", &[e, v], self.embd_type),
-        ];
-        for l in 0..self.n_layer {
-            let n = |s: &str| format!("blk.{l}.{s}.weight");
-            t.push(TensorSpec::new(n("attn_norm"), &[e], GgmlType::F32));
-            t.push(TensorSpec::new(n("attn_q"), &[e, q], self.attn_type));
-            t.push(TensorSpec::new(n("attn_k"), &[e, kv], self.attn_type));
-            t.push(TensorSpec::new(n("attn_v"), &[e, kv], self.attn_type));
-            t.push(TensorSpec::new(n("attn_output"), &[q, e], self.attn_type));
-            if self.qk_norm {
-                let hd = [self.head_dim];
-                t.push(TensorSpec::new(n("attn_q_norm"), &hd, GgmlType::F32));
-                t.push(TensorSpec::new(n("attn_k_norm"), &hd, GgmlType::F32));
-            }
-            t.push(TensorSpec::new(n("ffn_norm"), &[e], GgmlType::F32));
-            if self.is_moe() {
-                let (x, f) = (u64::from(self.n_expert), self.expert_ff);
-                t.push(TensorSpec::new(n("ffn_gate_inp"), &[e, x], GgmlType::F32));
-                t.push(TensorSpec::new(
-                    n("ffn_gate_exps"),
-                    &[e, f, x],
-                    self.expert_type,
-                ));
-                t.push(TensorSpec::new(
-                    n("ffn_up_exps"),
-                    &[e, f, x],
-                    self.expert_type,
-                ));
-                t.push(TensorSpec::new(
-                    n("ffn_down_exps"),
-                    &[f, e, x],
-                    (self.down_type)(l, self.n_layer),
-                ));
-            } else {
-                let f = self.dense_ff;
-                t.push(TensorSpec::new(n("ffn_gate"), &[e, f], self.expert_type));
-                t.push(TensorSpec::new(n("ffn_up"), &[e, f], self.expert_type));
-                t.push(TensorSpec::new(
-                    n("ffn_down"),
-                    &[f, e],
-                    (self.down_type)(l, self.n_layer),
-                ));
-            }
-        }
-        t
-    }
-
-    pub fn metadata(&self, tok: &tokenizer::Tokenizer) -> Vec<(String, Value)> {
-        let a = self.arch;
-        let k = |s: &str| format!("{a}.{s}");
-        let mut m = vec![
-            ("general.architecture".to_string(), Value::String(a.into())),
-            (
-                "general.name".into(),
-                Value::String(format!("epm-synthetic-{}", self.name)),
-            ),
-            (
-                "general.description".into(),
-                Value::String(
-                    "synthetic weights generated by epm-run synth; not a trained model".into(),
-                ),
-            ),
-            (k("context_length"), Value::U32(self.context_length)),
-            (k("embedding_length"), Value::U32(self.n_embd as u32)),
-            (k("block_count"), Value::U32(self.n_layer)),
-            (k("attention.head_count"), Value::U32(self.n_head as u32)),
-            (
-                k("attention.head_count_kv"),
-                Value::U32(self.n_head_kv as u32),
-            ),
-            (k("attention.key_length"), Value::U32(self.head_dim as u32)),
-            (
-                k("attention.value_length"),
-                Value::U32(self.head_dim as u32),
-            ),
-            (k("rope.freq_base"), Value::F32(1_000_000.0)),
-            (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
-        ];
-        if self.is_moe() {
-            m.push((
-                k("feed_forward_length"),
-                Value::U32((self.expert_ff * u64::from(self.n_expert_used)) as u32),
-            ));
-            m.push((k("expert_count"), Value::U32(self.n_expert)));
-            m.push((k("expert_used_count"), Value::U32(self.n_expert_used)));
-            m.push((
-                k("expert_feed_forward_length"),
-                Value::U32(self.expert_ff as u32),
-            ));
-            if let Some(g) = self.gating_func {
-                m.push((k("expert_gating_func"), Value::U32(g)));
-            }
-        } else {
-            m.push((k("feed_forward_length"), Value::U32(self.dense_ff as u32)));
-        }
-        m.extend([
-            (
-                "tokenizer.ggml.model".to_string(),
-                Value::String("gpt2".into()),
-            ),
-            ("tokenizer.ggml.pre".into(), Value::String("qwen2".into())),
-            (
-                "tokenizer.ggml.tokens".into(),
-                Value::strings(tok.tokens.iter().cloned()),
-            ),
-            (
-                "tokenizer.ggml.token_type".into(),
-                Value::i32s(tok.types.iter().copied()),
-            ),
-            (
-                "tokenizer.ggml.merges".into(),
-                Value::strings(tok.merges.iter().cloned()),
-            ),
-            ("tokenizer.ggml.bos_token_id".into(), Value::U32(tok.bos_id)),
-            ("tokenizer.ggml.eos_token_id".into(), Value::U32(tok.eos_id)),
-            (
-                "tokenizer.ggml.padding_token_id".into(),
-                Value::U32(tok.bos_id),
-            ),
-            ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
-            (
-                "tokenizer.chat_template".into(),
-                Value::String(tokenizer::CHATML_TEMPLATE.into()),
-            ),
-        ]);
-        m
-    }
-}
 
 /// Generates tensor data. Per-tensor seeds come from the tensor name, so data does not
 /// depend on write order.
@@ -418,8 +95,8 @@ impl Weights<'_> {
         let mut rng = Rng::new(name_seed(self.seed, &spec.name));
         let row_len = spec.dims[0];
         let n_rows: u64 = spec.dims[1..].iter().product();
-        let suffix = spec.name.rsplit_once('.').map_or("", |(h, _)| h);
-        let kind = suffix.rsplit('.').next().unwrap_or("");
+        let n_values = (row_len * n_rows) as usize;
+        let kind = tensor_kind(&spec.name);
         let mut buf = Vec::with_capacity(1 << 22);
         let flush = |buf: &mut Vec<u8>, out: &mut dyn Write| -> std::io::Result<()> {
             out.write_all(buf)?;
@@ -451,15 +128,29 @@ impl Weights<'_> {
                 }
             }
             "ffn_gate_inp" => self.router_rows(&spec.name, row_len, n_rows, &mut rng, &mut buf),
-            "output_norm" | "attn_norm" | "ffn_norm" | "attn_q_norm" | "attn_k_norm" => {
-                quant::f32_row(&vec![1.0; (row_len * n_rows) as usize], &mut buf);
+            kind if kind.ends_with("norm") => {
+                quant::f32_row(&vec![1.0; n_values], &mut buf);
             }
+            // Linear-attention decay parameters: negative A (gated delta-net stores -exp(A_log))
+            // with small step biases keep the recurrent state decaying, never growing.
+            "ssm_a" => {
+                let a: Vec<f32> = (0..n_values).map(|_| -1.0 + rng.uniform(0.3)).collect();
+                quant::f32_row(&a, &mut buf);
+            }
+            "ssm_dt" => {
+                let b: Vec<f32> = (0..n_values).map(|_| rng.uniform(0.3)).collect();
+                quant::f32_row(&b, &mut buf);
+            }
+            // The expert-selection bias of sigmoid routers: neutral.
+            "exp_probs_b" => quant::f32_row(&vec![0.0; n_values], &mut buf),
             _ => {
                 let inv = 1.0 / (row_len as f32).sqrt();
                 let std = match kind {
                     // Small writes back into the residual keep the token's embedding dominant.
-                    "attn_output" => 0.2 * inv,
-                    "ffn_down_exps" | "ffn_down" => 0.33 * inv,
+                    "attn_output" | "ssm_out" => 0.2 * inv,
+                    "ffn_down_exps" | "ffn_down" | "ffn_down_shexp" => 0.33 * inv,
+                    // Short causal convolutions over the projected Q, K and V.
+                    k if k.starts_with("ssm_conv1d") => 0.5,
                     _ => inv,
                 };
                 // Stream in slabs of rows so memory stays small for big tensors.
@@ -474,6 +165,19 @@ impl Weights<'_> {
             }
         }
         flush(&mut buf, out)
+    }
+}
+
+/// What a tensor is, from its name: `blk.7.ffn_down_exps.weight` -> `ffn_down_exps`,
+/// `blk.3.ssm_a` -> `ssm_a`, `output.weight` -> `output`.
+fn tensor_kind(name: &str) -> &str {
+    let name = name
+        .strip_suffix(".weight")
+        .or_else(|| name.strip_suffix(".bias"))
+        .unwrap_or(name);
+    match name.strip_prefix("blk.") {
+        Some(rest) => rest.split_once('.').map_or(rest, |(_, kind)| kind),
+        None => name,
     }
 }
 
@@ -613,8 +317,16 @@ mod tests {
         for (name, expert, file) in [
             ("smallthinker-4b", 2_194_145_280.0, 2_630_212_704.0),
             ("qwen3-30b-a3b", 16.3 * gib, 17.3 * gib),
+            ("qwen3.6-35b-a3b", 18.22 * gib, 22.1e9),
+            ("minicpm-v4.7-35b-a3b", 18.16 * gib, 21_166_255_008.0),
+            ("ling-3.0-flash", 69.46 * gib, 77_010_144_672.0),
         ] {
             let (e, f) = sizes(name);
+            eprintln!(
+                "{name}: expert {:+.2}%, file {:+.2}%",
+                (e as f64 / expert - 1.0) * 100.0,
+                (f as f64 / file - 1.0) * 100.0
+            );
             assert!(
                 within(e, expert, 0.01),
                 "{name}: expert bytes {e} vs {expert}"
