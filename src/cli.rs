@@ -82,6 +82,15 @@ struct AbArgs {
     /// Run the kernel-paging configuration at this read_ahead_kb (restored afterwards).
     #[arg(long)]
     kernel_readahead_kb: Option<u64>,
+    /// Configurations to run, comma-separated, from reference, kernel, epm.
+    #[arg(long, value_delimiter = ',', default_values_t = ["reference".to_string(), "kernel".to_string(), "epm".to_string()])]
+    configs: Vec<String>,
+    /// An extra `generate` flag for the epm runs (repeat for several), e.g. --epm-arg=--predict.
+    #[arg(long = "epm-arg", allow_hyphen_values = true)]
+    epm_args: Vec<String>,
+    /// Keep the page cache between runs (default: every run starts cold).
+    #[arg(long)]
+    warm: bool,
 }
 
 #[derive(Args, Debug)]
@@ -185,7 +194,7 @@ struct PlanArgs {
 
 #[derive(Args, Debug)]
 struct SynthArgs {
-    /// One of: tiny, tiny-dense, demo.
+    /// A preset name (the README lists them; an unknown name prints them all).
     #[arg(long)]
     preset: String,
     #[arg(short = 'o', long)]
@@ -204,6 +213,9 @@ struct SynthArgs {
     /// Split into shards of at most this size (e.g. 500M, 8G), named -0000k-of-0000N.gguf.
     #[arg(long, value_parser = parse_size)]
     split_max_size: Option<u64>,
+    /// Print the files and sizes that would be written, and write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// `123`, `500K`, `500M`, `8G` (powers of 1024).
@@ -542,6 +554,24 @@ fn synth_cmd(a: SynthArgs) -> Result<()> {
         bail!(UsageError("--routing-skew must be between 0 and 8".into()));
     }
     preset.routing_skew = a.routing_skew;
+    if a.dry_run {
+        let files = synth::model_sizes(&preset, &a.output, a.split_max_size);
+        for (path, size) in &files {
+            println!("would write {} ({size} bytes)", path.display());
+        }
+        let expert: u64 = preset
+            .tensors()
+            .iter()
+            .filter(|t| t.name.contains("_exps."))
+            .map(|t| t.n_bytes())
+            .sum();
+        println!(
+            "{} bytes in {} file(s), {expert} of them routed experts",
+            files.iter().map(|(_, s)| s).sum::<u64>(),
+            files.len()
+        );
+        return Ok(());
+    }
     let start = std::time::Instant::now();
     let files = write_synth(&preset, &a.output, a.seed, a.split_max_size)?;
     let secs = start.elapsed().as_secs_f64();
@@ -728,6 +758,22 @@ fn ab(a: AbArgs) -> Result<()> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let work_dir = std::env::temp_dir().join(format!("epm-ab-{}", std::process::id()));
+    let mut configs = Vec::new();
+    for name in &a.configs {
+        let c = harness::RunConfig::ALL
+            .into_iter()
+            .find(|c| c.name() == name.trim())
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "unknown --configs entry {name:?}: use reference, kernel and/or epm"
+                ))
+            })?;
+        if !configs.contains(&c) {
+            configs.push(c);
+        }
+    }
+    // The reference runs first: the others are compared with it.
+    configs.sort_by_key(|c| harness::RunConfig::ALL.iter().position(|x| x == c));
     let cfg = harness::AbConfig {
         exe: std::env::current_exe()?,
         model: a.model.clone(),
@@ -739,6 +785,9 @@ fn ab(a: AbArgs) -> Result<()> {
         n_ubatch: a.ubatch,
         runs: a.runs,
         kernel_readahead_kb: a.kernel_readahead_kb,
+        configs,
+        epm_args: a.epm_args.clone(),
+        warm: a.warm,
         work_dir: work_dir.clone(),
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
     };

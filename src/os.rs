@@ -576,6 +576,43 @@ impl AlignedBuf {
         // SAFETY: `ptr` points to `layout.size()` initialized (zeroed) bytes owned by `self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
     }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: as in `as_mut_slice`; shared access only.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+/// Bytes an unprivileged writer may still use on the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path; `st` is a valid out-pointer the call fills on
+    // success, and it is only read after a 0 return.
+    let st = unsafe {
+        if libc::statvfs(c.as_ptr(), st.as_mut_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        st.assume_init()
+    };
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Create (truncate) `path` for writing, bypassing the page cache with `O_DIRECT` where the
+/// filesystem allows it. Returns the file and whether it is direct: direct writes must come
+/// from page-aligned buffers in multiples of the page size.
+pub fn create_for_streaming(path: &Path) -> io::Result<(std::fs::File, bool)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    match opts.clone().custom_flags(libc::O_DIRECT).open(path) {
+        Ok(f) => Ok((f, true)),
+        // tmpfs and some network filesystems refuse O_DIRECT.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((opts.open(path)?, false)),
+        Err(e) => Err(e),
+    }
 }
 
 impl Drop for AlignedBuf {

@@ -72,6 +72,9 @@ pub struct PagerCounters {
     pub hits: Counter,
     pub misses: Counter,
     pub miss_bytes: Counter,
+    /// Misses of single-token (decode) ubatches and their bytes.
+    pub decode_misses: Counter,
+    pub decode_miss_bytes: Counter,
     pub evictions: Counter,
     pub evicted_bytes: Counter,
     pub resident_bytes: Counter,
@@ -122,6 +125,9 @@ pub struct RunStats {
     pub prefill_us: Counter,
     pub decode_us: Counter,
     pub read_bytes_after_load: Counter,
+    /// `read_bytes` when decoding started, and the decode steps evaluated since.
+    pub read_bytes_at_decode: Counter,
+    pub decode_steps: Counter,
     pub peak_rss: Counter,
     pub peak_anon: Counter,
     pub peak_file: Counter,
@@ -198,6 +204,10 @@ pub struct ExpertsSection {
     pub misses: u64,
     pub hit_rate: f64,
     pub miss_bytes: u64,
+    #[serde(default)]
+    pub decode_misses: u64,
+    #[serde(default)]
+    pub decode_miss_bytes: u64,
     pub evictions: u64,
     pub evicted_bytes: u64,
     pub resident_bytes: u64,
@@ -210,6 +220,11 @@ pub struct ExpertsSection {
 pub struct IoSection {
     pub read_bytes: u64,
     pub read_bytes_per_token: f64,
+    /// Bytes read from storage during decode, and per decode step.
+    #[serde(default)]
+    pub decode_read_bytes: u64,
+    #[serde(default)]
+    pub decode_steps: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -303,6 +318,8 @@ impl RunStats {
                     hits as f64 / (hits + misses) as f64
                 },
                 miss_bytes: p.miss_bytes.get(),
+                decode_misses: p.decode_misses.get(),
+                decode_miss_bytes: p.decode_miss_bytes.get(),
                 evictions: p.evictions.get(),
                 evicted_bytes: p.evicted_bytes.get(),
                 resident_bytes: p.resident_bytes.get(),
@@ -317,6 +334,11 @@ impl RunStats {
                 } else {
                     after_load as f64 / tokens as f64
                 },
+                decode_read_bytes: match self.read_bytes_at_decode.get() {
+                    0 => 0,
+                    at => read_bytes.saturating_sub(at),
+                },
+                decode_steps: self.decode_steps.get(),
             },
             memory: MemorySection {
                 peak_rss_bytes: self.peak_rss.get(),

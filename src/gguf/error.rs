@@ -72,4 +72,10 @@ pub enum GgufError {
     },
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error("{dir} has {available} bytes free but the model needs {needed}: free space, write elsewhere, or shrink it with --layers / --experts")]
+    NoSpace {
+        dir: PathBuf,
+        needed: u64,
+        available: u64,
+    },
 }

@@ -35,6 +35,12 @@ pub struct AbConfig {
     pub n_ubatch: u32,
     pub runs: usize,
     pub kernel_readahead_kb: Option<u64>,
+    /// The configurations to run, in this order for every budget and repetition.
+    pub configs: Vec<RunConfig>,
+    /// Extra `generate` flags for the epm configuration (`--predict`, `--prefetch populate`).
+    pub epm_args: Vec<String>,
+    /// Keep the page cache between runs instead of starting each one cold.
+    pub warm: bool,
     pub work_dir: PathBuf,
     pub command_line: String,
 }
@@ -82,6 +88,8 @@ pub struct Row {
     pub logits_match: Option<bool>,
     pub within_budget: Option<bool>,
     pub command: String,
+    /// The child's stats JSON (`generate --stats-file`), for figures the row does not lift.
+    pub stats: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -219,6 +227,7 @@ fn generate_args(
         RunConfig::Epm => {
             a.push("--ram-budget-mb".into());
             a.push(budget_mb.to_string());
+            a.extend(cfg.epm_args.iter().cloned());
         }
     }
     a
@@ -258,7 +267,7 @@ pub fn run_ab(
     for rep in 0..cfg.runs {
         for &budget_mb in &cfg.budgets_mb {
             let mut reference: Option<Reference> = None;
-            for config in RunConfig::ALL {
+            for &config in &cfg.configs {
                 if interrupted.load(Ordering::Relaxed) {
                     return Err(HarnessError::Interrupted);
                 }
@@ -268,7 +277,14 @@ pub fn run_ab(
                 let _ = std::fs::remove_file(&stats_path);
                 let _ = std::fs::remove_file(&logits_path);
                 let args = generate_args(cfg, config, budget_mb, &stats_path, &logits_path);
-                let cold = cold_cache(&shards)?;
+                let cold = if cfg.warm {
+                    shards
+                        .iter()
+                        .map(|s| os::file_cache_resident_bytes(s).unwrap_or(0))
+                        .sum()
+                } else {
+                    cold_cache(&shards)?
+                };
                 let cap = (config != RunConfig::Reference).then(|| Cap::new(budget_mb * MIB));
                 if let Some(c) = &cap {
                     cap_kind = c.kind;
@@ -313,10 +329,13 @@ pub fn run_ab(
                         child.stderr_tail.trim()
                     )
                 };
-                let snapshot: Option<Snapshot> = std::fs::read(&stats_path)
+                let stats_json: Option<serde_json::Value> = std::fs::read(&stats_path)
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .filter(|_| child.exit_code == Some(0));
+                let snapshot: Option<Snapshot> = stats_json
+                    .as_ref()
+                    .and_then(|v| serde_json::from_value(v.clone()).ok());
                 let logits = std::fs::read(&logits_path)
                     .ok()
                     .filter(|_| child.exit_code == Some(0));
@@ -370,6 +389,7 @@ pub fn run_ab(
                     within_budget,
                     command: format!("{} {}", cfg.exe.display(), args.join(" ")),
                     child,
+                    stats: stats_json,
                 };
                 progress(&row);
                 rows.push(row);

@@ -295,7 +295,12 @@ fn attach(
             });
         }
     }
-    drop_file_pages(&files, &index.file_sizes, &expert_ranges);
+    // When every expert fits in the budget nothing will ever be evicted, so pages already in
+    // the page cache (a warm file) may stay: they can only become resident, which the budget
+    // covers. Otherwise the pager must own the cache from an empty start.
+    if budgets.expert < index.expert_bytes {
+        drop_file_pages(&files, &index.file_sizes, &expert_ranges);
+    }
     for (m, (ranges, &size)) in files
         .iter()
         .zip(expert_ranges.iter_mut().zip(&index.file_sizes))
@@ -512,6 +517,7 @@ fn generate(
     let mut sampler = sampler(p);
     let mut generated = Vec::new();
     let t1 = Instant::now();
+    stats.read_bytes_at_decode.set(os::proc_read_bytes().max(1));
     let mut piece = Vec::new();
     for pos in tokens.len()..tokens.len() + p.n_predict {
         if let Some(w) = logits_out.as_mut() {
@@ -536,6 +542,7 @@ fn generate(
             break; // the last token's logits would never be used
         }
         idx = decode_tokens(ctx, hook, &[token], pos)?;
+        stats.decode_steps.inc();
         stats.decode_us.set(t1.elapsed().as_micros() as u64);
     }
     stats.decode_us.set(t1.elapsed().as_micros() as u64);

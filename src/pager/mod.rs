@@ -371,6 +371,10 @@ impl<A: Advisor> Pager<A> {
         c.hits.add(hits);
         c.misses.add(misses);
         c.miss_bytes.add(need);
+        if n_tokens == 1 {
+            c.decode_misses.add(misses);
+            c.decode_miss_bytes.add(need);
+        }
         c.layers[pos as usize].hits.add(hits);
         c.layers[pos as usize].misses.add(misses);
         c.resident_bytes.set(self.resident_bytes);

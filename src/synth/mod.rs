@@ -90,8 +90,51 @@ impl Weights<'_> {
         }
     }
 
+    /// `token_embd` and `output`: one truly quantized row per token, built in parallel slabs
+    /// (their quantization is most of the synthesis CPU time). An output row scores how well
+    /// the hidden state matches the embedding of the token's predecessor on the cycle; the
+    /// peak logit is about 20.
+    fn vocab_rows(
+        &self,
+        spec: &TensorSpec,
+        is_output: bool,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        const SLAB: usize = 2048;
+        let (row_len, n_rows) = (spec.dims[0], spec.dims[1] as usize);
+        let alpha = 20.0 / self.preset.n_embd as f32;
+        let row = |v: usize, buf: &mut Vec<u8>| {
+            let values: Vec<f32> = match (is_output, self.prev_of[v]) {
+                (false, _) => self.embedding_row(v as u32),
+                (true, Some(prev)) => self.embedding_row(prev).iter().map(|x| x * alpha).collect(),
+                (true, None) => {
+                    let mut rng = Rng::new(name_seed(self.seed, &spec.name) ^ ((v as u64) << 20));
+                    (0..row_len).map(|_| rng.uniform(0.1 * alpha)).collect()
+                }
+            };
+            quantize_row(spec.ggml_type, &values, buf);
+        };
+        let row = &row;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        let mut parts: Vec<Vec<u8>> = vec![Vec::new(); threads];
+        for start in (0..n_rows).step_by(SLAB) {
+            let end = (start + SLAB).min(n_rows);
+            let per = (end - start).div_ceil(threads);
+            std::thread::scope(|scope| {
+                for (i, part) in parts.iter_mut().enumerate() {
+                    part.clear();
+                    let rows = (start + i * per).min(end)..(start + (i + 1) * per).min(end);
+                    scope.spawn(move || rows.for_each(|v| row(v, part)));
+                }
+            });
+            for part in &parts {
+                out.write_all(part)?;
+            }
+        }
+        Ok(())
+    }
+
     fn fill(&self, spec: &TensorSpec, out: &mut dyn Write) -> std::io::Result<()> {
-        let p = self.preset;
         let mut rng = Rng::new(name_seed(self.seed, &spec.name));
         let row_len = spec.dims[0];
         let n_rows: u64 = spec.dims[1..].iter().product();
@@ -104,29 +147,7 @@ impl Weights<'_> {
             Ok(())
         };
         match kind {
-            "token_embd" => {
-                for t in 0..n_rows as u32 {
-                    quantize_row(spec.ggml_type, &self.embedding_row(t), &mut buf);
-                    if buf.len() > 1 << 21 {
-                        flush(&mut buf, out)?;
-                    }
-                }
-            }
-            "output" => {
-                // Row v scores how well the hidden state matches the embedding of v's
-                // predecessor on the cycle; the peak logit is about 20.
-                let alpha = 20.0 / p.n_embd as f32;
-                for v in 0..n_rows as usize {
-                    let row: Vec<f32> = match self.prev_of[v] {
-                        Some(prev) => self.embedding_row(prev).iter().map(|x| x * alpha).collect(),
-                        None => (0..row_len).map(|_| rng.uniform(0.1 * alpha)).collect(),
-                    };
-                    quantize_row(spec.ggml_type, &row, &mut buf);
-                    if buf.len() > 1 << 21 {
-                        flush(&mut buf, out)?;
-                    }
-                }
-            }
+            "token_embd" | "output" => self.vocab_rows(spec, kind == "output", out)?,
             "ffn_gate_inp" => self.router_rows(&spec.name, row_len, n_rows, &mut rng, &mut buf),
             kind if kind.ends_with("norm") => {
                 quant::f32_row(&vec![1.0; n_values], &mut buf);
@@ -181,43 +202,33 @@ fn tensor_kind(name: &str) -> &str {
     }
 }
 
-/// Write a synthetic model for `preset` to `path`, atomically per file. With
-/// `max_shard_bytes` (or a preset written in shards), the tensors are split across files named
-/// `<stem>-0000k-of-0000N.gguf` next to `path`, as llama.cpp's `gguf-split` names them; the
-/// first holds all metadata. `progress(done, total)` reports bytes. Returns the files written.
-pub fn write_model(
-    preset: &Preset,
-    path: &Path,
-    seed: u64,
-    max_shard_bytes: Option<u64>,
-    mut progress: impl FnMut(u64, u64),
-) -> Result<Vec<PathBuf>, GgufError> {
-    let tok = tokenizer::build(preset.n_vocab, 400);
-    let tensors = preset.tensors();
-    // One long cycle through the normal tokens, in a seeded random order.
+/// The cycle the output head walks: `prev_of[v]` is the token before `v` on one long cycle
+/// through the normal tokens, in a seeded random order.
+fn long_cycle(tok: &tokenizer::Tokenizer, n_vocab: usize, seed: u64) -> Vec<Option<u32>> {
     let mut order = tok.normal_ids.clone();
     let mut rng = Rng::new(seed ^ 0xC7C1E);
     for i in (1..order.len()).rev() {
         order.swap(i, rng.below(i as u64 + 1) as usize);
     }
-    let mut prev_of = vec![None; preset.n_vocab];
+    let mut prev_of = vec![None; n_vocab];
     for i in 0..order.len() {
         let next = order[(i + 1) % order.len()];
         prev_of[next as usize] = Some(order[i]);
     }
-    let common = if preset.routing_skew > 0.0 {
-        let mut r = Rng::new(name_seed(seed, "common_direction"));
-        (0..preset.n_embd).map(|_| r.uniform(1.0)).collect()
-    } else {
-        Vec::new()
-    };
-    let weights = Weights {
-        preset,
-        seed,
-        prev_of,
-        common,
-    };
+    prev_of
+}
 
+/// The files a synthetic model is written as: each path with its header (metadata and tensor
+/// infos). With `max_shard_bytes` (or a preset shipped in shards), the tensors are split
+/// across files named `<stem>-0000k-of-0000N.gguf` next to `path`, as llama.cpp's
+/// `gguf-split` names them; the first holds all metadata.
+pub fn model_files(
+    preset: &Preset,
+    tok: &tokenizer::Tokenizer,
+    path: &Path,
+    max_shard_bytes: Option<u64>,
+) -> Vec<(PathBuf, GgufWriter)> {
+    let tensors = preset.tensors();
     // With a size limit, fill each shard greedily; for a preset shipped in N shards, cut at
     // the tensor boundaries nearest to equal parts.
     let data_bytes: u64 = tensors.iter().map(TensorSpec::n_bytes).sum();
@@ -246,11 +257,11 @@ pub fn write_model(
         .file_name()
         .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
         .unwrap_or_else(|| "model".into());
-    let mut writers = Vec::new();
+    let mut files = Vec::new();
     for (i, group) in groups.into_iter().enumerate() {
         let mut w = GgufWriter::new();
         if i == 0 {
-            for (k, v) in preset.metadata(&tok) {
+            for (k, v) in preset.metadata(tok) {
                 w.kv(k, v);
             }
         }
@@ -267,12 +278,70 @@ pub fn write_model(
         } else {
             path.to_path_buf()
         };
-        writers.push((p, w));
+        files.push((p, w));
     }
-    let total: u64 = writers.iter().map(|(_, w)| w.file_size()).sum();
+    files
+}
+
+/// The files `write_model` would write, with their sizes, without writing anything.
+pub fn model_sizes(
+    preset: &Preset,
+    path: &Path,
+    max_shard_bytes: Option<u64>,
+) -> Vec<(PathBuf, u64)> {
+    let tok = tokenizer::build(preset.n_vocab, 400);
+    model_files(preset, &tok, path, max_shard_bytes)
+        .into_iter()
+        .map(|(p, w)| {
+            let size = w.file_size();
+            (p, size)
+        })
+        .collect()
+}
+
+/// Write a synthetic model for `preset` to `path` (see [`model_files`] for shards),
+/// atomically per file, after checking the disk has room. `progress(done, total)` reports
+/// bytes. Returns the files written.
+pub fn write_model(
+    preset: &Preset,
+    path: &Path,
+    seed: u64,
+    max_shard_bytes: Option<u64>,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<Vec<PathBuf>, GgufError> {
+    let tok = tokenizer::build(preset.n_vocab, 400);
+    let files = model_files(preset, &tok, path, max_shard_bytes);
+    let total: u64 = files.iter().map(|(_, w)| w.file_size()).sum();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // A file being replaced keeps its space until the new one is renamed over it, so the
+    // whole model must fit next to it.
+    if let Ok(available) = crate::os::free_bytes(dir) {
+        if available < total {
+            return Err(GgufError::NoSpace {
+                dir: dir.to_path_buf(),
+                needed: total,
+                available,
+            });
+        }
+    }
+    let common = if preset.routing_skew > 0.0 {
+        let mut r = Rng::new(name_seed(seed, "common_direction"));
+        (0..preset.n_embd).map(|_| r.uniform(1.0)).collect()
+    } else {
+        Vec::new()
+    };
+    let weights = Weights {
+        preset,
+        seed,
+        prev_of: long_cycle(&tok, preset.n_vocab, seed),
+        common,
+    };
     let mut before = 0;
     let mut written = Vec::new();
-    for (p, w) in &writers {
+    for (p, w) in &files {
         let size = w.write_atomic(
             p,
             |_, spec, out| weights.fill(spec, out),

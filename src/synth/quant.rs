@@ -25,10 +25,14 @@ impl Rng {
         z ^ (z >> 31)
     }
     pub fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
+        let mut chunks = buf.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
         }
+        let tail = chunks.into_remainder();
+        let v = self.next_u64().to_le_bytes();
+        let n = tail.len();
+        tail.copy_from_slice(&v[..n]);
     }
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f32 {
@@ -195,9 +199,9 @@ pub fn quantize_q6_k(row: &[f32], out: &mut Vec<u8>) {
         if d > 0.0 {
             for j in 0..16 {
                 sc[j] = (sub[j] / d).round().clamp(1.0, 127.0) as i8;
-                let step = d * f32::from(sc[j]);
+                let inv_step = 1.0 / (d * f32::from(sc[j]));
                 for i in j * 16..j * 16 + 16 {
-                    q[i] = ((x[i] / step).round().clamp(-32.0, 31.0) + 32.0) as u8;
+                    q[i] = ((x[i] * inv_step).round_ties_even().clamp(-32.0, 31.0) + 32.0) as u8;
                 }
             }
         }

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Workload W1 end to end (issue #5): the synthetic qwen3-30b-a3b with calibrated routing
+skew, 2 threads, ctx 4096, a 125-token prompt and 64 generated tokens (and a 1,997-token
+prompt for prefill), cold cache before each run, budgets 4 and 8 GiB. Every figure comes
+from `epm-run ab` runs (alternating configurations, byte-exact output checks) plus
+`probe-io`; the P1-P6 ratios, the machine and the commands go to --out.
+
+    bench/w1.sh [--out validate/perf-w1.json] [--runs 3] [--budgets-mb 4096,8192]
+"""
+import argparse, json, os, statistics, struct, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PROMPT = os.path.join(HERE, "w1-prompt-128.txt")
+LONG_PROMPT = os.path.join(HERE, "w1-prompt-2000.txt")
+MIB = 1 << 20
+
+
+def run(cmd, **kw):
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+REUSE = False
+
+
+def ab(binary, model, tmp, name, budgets, runs, extra):
+    out = os.path.join(tmp, name + ".json")
+    cmd = [binary, "ab", "-m", model, "-c", "4096", "-t", "2", "--runs", str(runs), "--out", out]
+    for b in budgets:
+        cmd += ["--budget-mb", str(b)]
+    if not (REUSE and os.path.exists(out)):
+        run(cmd + extra, stdout=subprocess.DEVNULL)
+    report = json.load(open(out))
+    report["command"] = " ".join(cmd + extra)
+    return report
+
+
+def rows(report, config, budget=None):
+    return [r for r in report["rows"] if r["config"] == config and r["outcome"] == "ok"
+            and (budget is None or r["budget_mb"] == budget)]
+
+
+def trace_diversity(path):
+    """Distinct (layer, expert) pairs over the decode steps of a routing trace."""
+    data = open(path, "rb").read()
+    _, n_used = struct.unpack_from("<II", data, 8)
+    off, step, prev, steps = 16, -1, None, []
+    while off < len(data):
+        layer, n_tok = struct.unpack_from("<II", data, off)
+        off += 8
+        ids = struct.unpack_from("<%dH" % (n_tok * n_used), data, off)
+        off += 2 * n_tok * n_used
+        if prev is None or layer <= prev:
+            step += 1
+            steps.append((n_tok, set()))
+        prev = layer
+        steps[-1][1].update((layer, e) for e in ids)
+    decode = [pairs for n_tok, pairs in steps if n_tok == 1]
+    union = set().union(*decode) if decode else set()
+    new = [len(b - a) / max(len(b), 1) for a, b in zip(decode, decode[1:])]
+    return {"decode_steps": len(decode),
+            "pairs_per_token": median([len(p) for p in decode]),
+            "distinct_pairs_over_decode": len(union),
+            "share_of_pairs_not_used_by_previous_token": round(median(new) or 0, 3)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(ROOT, "validate", "perf-w1.json"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--budgets-mb", default="4096,8192")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "epm-run"))
+    ap.add_argument("--model-dir", default=os.environ.get("EPM_MODELS", os.path.expanduser("~/.cache/epm/models")))
+    ap.add_argument("--skip-ra128", action="store_true", help="skip P1 at read_ahead_kb=128")
+    ap.add_argument("--model", help="use this model instead of the W1 preset (for a dry run of the script)")
+    ap.add_argument("--work-dir", default="/tmp/epm-w1", help="where the ab reports are kept")
+    ap.add_argument("--reuse", action="store_true", help="reuse ab reports already in --work-dir")
+    a = ap.parse_args()
+    global REUSE
+    REUSE = a.reuse
+    budgets = [int(b) for b in a.budgets_mb.split(",")]
+    os.makedirs(a.model_dir, exist_ok=True)
+    calibration = os.path.join(ROOT, "validate", "skew-calibration.json")
+    skew = json.load(open(calibration))["chosen_skew"] if os.path.exists(calibration) else 0.6
+    model = a.model or os.path.join(a.model_dir, f"qwen3-30b-a3b-skew{skew}.gguf")
+    if not os.path.exists(model):
+        run([a.bin, "synth", "--preset", "qwen3-30b-a3b", "--routing-skew", str(skew), "-o", model])
+    plan = json.loads(run([a.bin, "plan", "-m", model, "-c", "4096", "--json"], stdout=subprocess.PIPE).stdout)
+    result = {"workload": "W1", "model": model, "routing_skew": skew,
+              "settings": {"threads": 2, "ctx": 4096, "ubatch": 128, "prompt_tokens": 125,
+                           "generated_tokens": 64, "long_prompt_tokens": 1997,
+                           "budgets_mb": budgets, "runs": a.runs, "cold_cache": True},
+              "command": "bench/w1.sh " + " ".join(sys.argv[1:])}
+    os.makedirs(a.work_dir, exist_ok=True)
+    if True:
+        tmp = a.work_dir
+        io = os.path.join(tmp, "io.json")
+        if not (REUSE and os.path.exists(io)):
+            run([a.bin, "probe-io", model, "--out", io], stdout=subprocess.DEVNULL)
+        probe = json.load(open(io))
+        bandwidth = max(r["mb_per_s"] for r in probe["results"] if r["block_bytes"] < 8 * MIB) * 1e6
+        trace = os.path.join(tmp, "trace.bin")
+        decode = ab(a.bin, model, tmp, "decode", budgets, a.runs,
+                    ["-f", PROMPT, "-n", "64", "--epm-arg=--trace-file=" + trace])
+        ra128 = None if a.skip_ra128 else ab(
+            a.bin, model, tmp, "ra128", budgets, a.runs,
+            ["-f", PROMPT, "-n", "64", "--kernel-readahead-kb", "128"])
+        # Prefill with half of the expert bytes resident.
+        half = (plan["reserve_bytes"] + plan["expert_bytes"] // 2) // MIB
+        prefill = ab(a.bin, model, tmp, "prefill", [half], a.runs,
+                     ["-f", LONG_PROMPT, "-n", "2", "--configs", "reference,epm"])
+        # Warm, whole model inside the budget: unpaged compute and EPM's own overhead. The
+        # first repetition only warms the page cache.
+        fits = (plan["reserve_bytes"] + plan["expert_bytes"]) // MIB + 1024
+        warm = ab(a.bin, model, tmp, "warm", [fits], a.runs + 1,
+                  ["-f", PROMPT, "-n", "64", "--configs", "reference,epm", "--warm"])
+        warm_prefill = ab(a.bin, model, tmp, "warm-prefill", [fits], 2,
+                          ["-f", LONG_PROMPT, "-n", "2", "--configs", "reference", "--warm"])
+        # Upstream's time to first token on a cold file: it pre-faults the whole model.
+        upstream = ab(a.bin, model, tmp, "upstream-ttft", [fits], a.runs,
+                      ["-f", PROMPT, "-n", "1", "--configs", "kernel"])
+        diversity = trace_diversity(trace)
+
+    warm_rows = lambda c: [r for r in rows(warm, c) if r["rep"] > 0]
+    unpaged_s_tok = 1 / median([r["decode_tok_s"] for r in warm_rows("reference")])
+    epm_warm_s_tok = 1 / median([r["decode_tok_s"] for r in warm_rows("epm")])
+    warm_unpaged_prefill = median([r["prefill_tok_s"] for r in rows(warm_prefill, "reference") if r["rep"] > 0])
+    upstream_ttft = median([r["child"]["time_to_first_output_s"] for r in rows(upstream, "kernel")])
+    per_budget = []
+    for b in budgets:
+        s = next(x for x in decode["summary"] if x["budget_mb"] == b)
+        epm = rows(decode, "epm", b)
+        st = [r["stats"] for r in epm]
+        decode_s_tok = 1 / median([r["decode_tok_s"] for r in epm])
+        miss_per_step = median([x["experts"]["decode_miss_bytes"] / max(x["io"]["decode_steps"], 1) for x in st])
+        read_per_step = median([x["io"]["decode_read_bytes"] / max(x["io"]["decode_steps"], 1) for x in st])
+        io_bound = miss_per_step / bandwidth
+        entry = {
+            "budget_mb": b,
+            "epm_decode_tok_s": 1 / decode_s_tok,
+            "kernel_decode_tok_s": median([r["decode_tok_s"] for r in rows(decode, "kernel", b)]),
+            "reference_decode_tok_s_cold": median([r["decode_tok_s"] for r in rows(decode, "reference", b)]),
+            "epm_hit_rate": median([x["experts"]["hit_rate"] for x in st]),
+            "epm_peak_rss_mb": max(r["child"]["peak_rss_bytes"] for r in epm) / MIB,
+            "all_outputs_identical": all(r["tokens_match"] and r["logits_match"] for r in rows(decode, "kernel", b) + epm),
+            "P1_decode_epm_over_kernel": s["decode_epm_over_kernel"],
+            "P2_decode_read_over_miss_bytes": read_per_step / max(miss_per_step, 1),
+            "decode_miss_bytes_per_token": miss_per_step,
+            "decode_read_bytes_per_token": read_per_step,
+            "P3_decode_s_per_token_over_bound": decode_s_tok / max(unpaged_s_tok, io_bound),
+            "P3_bound": {"unpaged_compute_s_per_token": unpaged_s_tok,
+                         "miss_bytes_over_bandwidth_s_per_token": io_bound},
+            "P5_ttft_epm_over_upstream": median([r["child"]["time_to_first_output_s"] for r in epm]) / upstream_ttft,
+        }
+        if ra128:
+            entry["P1_ra128_decode_epm_over_kernel"] = next(
+                x for x in ra128["summary"] if x["budget_mb"] == b)["decode_epm_over_kernel"]
+        per_budget.append(entry)
+    pre_epm = median([r["prefill_tok_s"] for r in rows(prefill, "epm")])
+    pre_ref = median([r["prefill_tok_s"] for r in rows(prefill, "reference")])
+    result.update({
+        "machine": decode["machine"],
+        "disk_read_bandwidth_bytes_per_s": bandwidth,
+        "routing_diversity": diversity,
+        "per_budget": per_budget,
+        "P4_prefill": {"budget_mb": half, "epm_prefill_tok_s": pre_epm,
+                       "unpaged_prefill_tok_s_warm": warm_unpaged_prefill,
+                       "unpaged_prefill_tok_s_cold": pre_ref,
+                       "epm_over_unpaged_warm": pre_epm / warm_unpaged_prefill,
+                       "epm_over_unpaged_cold": pre_epm / pre_ref,
+                       "identical": all(r["tokens_match"] and r["logits_match"] for r in rows(prefill, "epm"))},
+        "P6_overhead": {"budget_mb": fits, "unpaged_decode_s_per_token_warm": unpaged_s_tok,
+                        "epm_decode_s_per_token_warm": epm_warm_s_tok,
+                        "overhead_fraction": epm_warm_s_tok / unpaged_s_tok - 1},
+        "upstream_ttft_s": upstream_ttft,
+        "ab_commands": [r["command"] for r in (decode, ra128, prefill, warm, warm_prefill, upstream) if r],
+        "all_passed": all(r["all_passed"] for r in (decode, ra128, prefill, warm, warm_prefill, upstream) if r),
+    })
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    json.dump(result, open(a.out, "w"), indent=2)
+    print(json.dumps({k: result[k] for k in ("per_budget", "P4_prefill", "P6_overhead")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
