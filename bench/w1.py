@@ -14,6 +14,7 @@ ROOT = os.path.dirname(HERE)
 PROMPT = os.path.join(HERE, "w1-prompt-128.txt")
 LONG_PROMPT = os.path.join(HERE, "w1-prompt-2000.txt")
 MIB = 1 << 20
+PREFILL_UBATCH = 512
 
 
 def run(cmd, **kw):
@@ -94,7 +95,7 @@ def main():
     plan = json.loads(run([a.bin, "plan", "-m", model, "-c", "4096", "--json"], stdout=subprocess.PIPE).stdout)
     result = {"workload": "W1", "model": model, "routing_skew": skew,
               "settings": {"threads": 2, "ctx": 4096, "ubatch": 128, "prompt_tokens": 125,
-                           "generated_tokens": 64, "long_prompt_tokens": 1997,
+                           "generated_tokens": 64, "long_prompt_tokens": 1997, "prefill_ubatch": PREFILL_UBATCH,
                            "budgets_mb": budgets, "runs": a.runs, "cold_cache": True},
               "command": "bench/w1.sh " + " ".join(sys.argv[1:])}
     os.makedirs(a.work_dir, exist_ok=True)
@@ -111,17 +112,22 @@ def main():
         ra128 = None if a.skip_ra128 else ab(
             a.bin, model, tmp, "ra128", budgets, a.runs,
             ["-f", PROMPT, "-n", "64", "--kernel-readahead-kb", "128"])
-        # Prefill with half of the expert bytes resident.
-        half = (plan["reserve_bytes"] + plan["expert_bytes"] // 2) // MIB
+        # Prefill with half of the expert bytes resident, at ubatch 512: every ubatch selects
+        # nearly all of a layer's experts, so fewer, bigger ubatches mean fewer reloads.
+        plan512 = json.loads(run([a.bin, "plan", "-m", model, "-c", "4096", "--ubatch-size",
+                                  str(PREFILL_UBATCH), "--json"], stdout=subprocess.PIPE).stdout)
+        half = (plan512["reserve_bytes"] + plan512["expert_bytes"] // 2) // MIB
         prefill = ab(a.bin, model, tmp, "prefill", [half], a.runs,
-                     ["-f", LONG_PROMPT, "-n", "2", "--configs", "reference,epm"])
+                     ["-f", LONG_PROMPT, "-n", "2", "--configs", "reference,epm",
+                      "--ubatch-size", str(PREFILL_UBATCH)])
         # Warm, whole model inside the budget: unpaged compute and EPM's own overhead. The
         # first repetition only warms the page cache.
         fits = (plan["reserve_bytes"] + plan["expert_bytes"]) // MIB + 1024
         warm = ab(a.bin, model, tmp, "warm", [fits], a.runs + 1,
                   ["-f", PROMPT, "-n", "64", "--configs", "reference,epm", "--warm"])
         warm_prefill = ab(a.bin, model, tmp, "warm-prefill", [fits], 2,
-                          ["-f", LONG_PROMPT, "-n", "2", "--configs", "reference", "--warm"])
+                          ["-f", LONG_PROMPT, "-n", "2", "--configs", "reference", "--warm",
+                           "--ubatch-size", str(PREFILL_UBATCH)])
         # Upstream's time to first token on a cold file: it pre-faults the whole model.
         upstream = ab(a.bin, model, tmp, "upstream-ttft", [fits], a.runs,
                       ["-f", PROMPT, "-n", "1", "--configs", "kernel"])
