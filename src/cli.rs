@@ -109,9 +109,27 @@ struct ShapeArgs {
     /// Context size in tokens.
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     ctx: u32,
-    /// Micro-batch size (`-ub`): tokens per graph evaluation.
-    #[arg(long = "ubatch-size", default_value_t = 128)]
-    ubatch: u32,
+    /// Micro-batch size (`-ub`): tokens per graph evaluation, or `auto` to pick the largest
+    /// of 512/256/128 whose compute buffer costs at most an eighth of the expert cache
+    /// (`plan` shows the pick). Compare runs only at equal ubatch sizes.
+    #[arg(long = "ubatch-size", default_value = "128", value_parser = parse_ubatch)]
+    ubatch: Ubatch,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ubatch {
+    Auto,
+    Fixed(u32),
+}
+
+fn parse_ubatch(s: &str) -> Result<Ubatch, String> {
+    match s {
+        "auto" => Ok(Ubatch::Auto),
+        n => match n.parse::<u32>() {
+            Ok(0) | Err(_) => Err(format!("{s:?} is not a positive number or `auto`")),
+            Ok(n) => Ok(Ubatch::Fixed(n)),
+        },
+    }
 }
 
 #[derive(Args, Debug)]
@@ -344,19 +362,31 @@ fn budget_bytes(mb: Option<u64>) -> Result<u64> {
     }
 }
 
-fn check_shape(s: &ShapeArgs) -> Result<RunShape> {
-    if s.ctx == 0 || s.ubatch == 0 {
-        bail!(UsageError("-c and -ub must be greater than 0".into()));
+/// The run shape; `auto` ubatch is resolved against `budget` (128 without one).
+fn check_shape(s: &ShapeArgs, index: &ModelIndex, budget: Option<u64>) -> Result<RunShape> {
+    if s.ctx == 0 {
+        bail!(UsageError("-c must be greater than 0".into()));
     }
+    let n_ubatch = match (s.ubatch, budget) {
+        (Ubatch::Fixed(n), _) => n,
+        (Ubatch::Auto, Some(b)) => plan::choose_ubatch(index, s.ctx, b, os::page_size() as u64),
+        (Ubatch::Auto, None) => *plan::AUTO_UBATCHES.last().expect("non-empty"),
+    };
     Ok(RunShape {
         n_ctx: s.ctx,
-        n_ubatch: s.ubatch,
+        n_ubatch,
     })
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
     let index = open_index(&a.model)?;
-    let shape = check_shape(&a.shape)?;
+    let paged = !a.upstream_mmap && !a.no_pager && index.is_moe();
+    let budget = if paged {
+        Some(budget_bytes(a.ram_budget_mb)?)
+    } else {
+        None
+    };
+    let shape = check_shape(&a.shape, &index, budget)?;
     let prompt = match (&a.prompt, &a.file) {
         (Some(p), _) => p.clone(),
         (None, Some(f)) => std::fs::read_to_string(f)
@@ -378,7 +408,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         );
         PagerMode::Off
     } else {
-        let budget = budget_bytes(a.ram_budget_mb)?;
+        let budget = budget.expect("a budget when paged");
         let p = plan::make_plan(&index, shape, budget, os::page_size() as u64);
         if !p.fits {
             bail!(UsageError(format!(
@@ -480,8 +510,8 @@ fn generate(a: GenerateArgs) -> Result<()> {
 
 fn plan_cmd(a: PlanArgs) -> Result<()> {
     let index = open_index(&a.model)?;
-    let shape = check_shape(&a.shape)?;
     let budget = budget_bytes(a.ram_budget_mb)?;
+    let shape = check_shape(&a.shape, &index, Some(budget))?;
     let p = plan::make_plan(&index, shape, budget, os::page_size() as u64);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
@@ -519,6 +549,10 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
         m(p.margin_bytes)
     );
     println!("min budget       {}", m(p.min_budget_bytes));
+    println!(
+        "ubatch auto      {} at this budget (largest of 512/256/128 costing at most 1/8 of the expert cache)",
+        p.auto_ubatch
+    );
     if p.fits {
         println!(
             "budget           {}  -> expert budget {} ({:.0}% of experts)",

@@ -53,6 +53,8 @@ pub struct Plan {
     /// `budget_bytes - reserve_bytes`, or 0 when the budget is below the minimum.
     pub expert_budget_bytes: u64,
     pub fits: bool,
+    /// What `--ubatch-size auto` picks at this budget and ctx (see [`choose_ubatch`]).
+    pub auto_ubatch: u32,
 }
 
 /// Safety margin on top of a reserve: 16 MiB plus 1/64.
@@ -112,14 +114,44 @@ pub fn runtime_bytes(index: &ModelIndex) -> u64 {
     32 * MIB + index.n_vocab * 384
 }
 
-pub fn make_plan(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u64) -> Plan {
+/// The parts of a plan that depend only on the model and the run shape.
+struct Reserve {
+    kv: u64,
+    compute: u64,
+    runtime: u64,
+    margin: u64,
+    /// Everything but routed experts, margin included.
+    total: u64,
+    /// One ubatch's working set of experts.
+    working_set: u64,
+}
+
+fn reserve_for(index: &ModelIndex, shape: RunShape, page: u64) -> Reserve {
     let kv = kv_bytes(index, shape.n_ctx);
     let compute = compute_bytes(index, shape);
     let runtime = runtime_bytes(index);
-    let ws = ubatch_working_set(index, shape.n_ubatch, page);
+    let working_set = ubatch_working_set(index, shape.n_ubatch, page);
     let base = index.non_expert_bytes() + kv + compute + runtime;
-    let margin = margin_for(base + ws);
-    let reserve = base + margin;
+    let margin = margin_for(base + working_set);
+    Reserve {
+        kv,
+        compute,
+        runtime,
+        margin,
+        total: base + margin,
+        working_set,
+    }
+}
+
+pub fn make_plan(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u64) -> Plan {
+    let Reserve {
+        kv,
+        compute,
+        runtime,
+        margin,
+        total: reserve,
+        working_set: ws,
+    } = reserve_for(index, shape, page);
     let min_budget = reserve + ws;
     let fits = budget_bytes >= min_budget;
     Plan {
@@ -156,7 +188,33 @@ pub fn make_plan(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u
         budget_bytes,
         expert_budget_bytes: if fits { budget_bytes - reserve } else { 0 },
         fits,
+        auto_ubatch: choose_ubatch(index, shape.n_ctx, budget_bytes, page),
     }
+}
+
+/// The ubatch sizes `--ubatch-size auto` considers, largest first.
+pub const AUTO_UBATCHES: [u32; 3] = [512, 256, 128];
+
+/// The largest ubatch whose extra compute buffer costs at most an eighth of the expert cache
+/// the smallest one leaves. A prefill ubatch selects most of every layer's experts, so each
+/// ubatch reloads whatever the cache cannot hold: fewer, larger ubatches read less. But the
+/// compute buffer grows with the ubatch and stays for the whole run, taking cache from
+/// decode; an eighth bounds that loss. With every expert resident, the cost is nothing.
+pub fn choose_ubatch(index: &ModelIndex, n_ctx: u32, budget_bytes: u64, page: u64) -> u32 {
+    let smallest = *AUTO_UBATCHES.last().expect("non-empty");
+    // The expert cache a ubatch size leaves, or None when it does not fit at all.
+    let usable = |n_ubatch: u32| {
+        let r = reserve_for(index, RunShape { n_ctx, n_ubatch }, page);
+        (budget_bytes >= r.total + r.working_set)
+            .then(|| (budget_bytes - r.total).min(index.expert_bytes))
+    };
+    let Some(base_cache) = usable(smallest) else {
+        return smallest;
+    };
+    AUTO_UBATCHES
+        .into_iter()
+        .find(|&u| usable(u).is_some_and(|c| base_cache - c.min(base_cache) <= base_cache / 8))
+        .unwrap_or(smallest)
 }
 
 /// What the process measured once the model and context exist.
@@ -201,4 +259,97 @@ pub fn default_budget_bytes() -> u64 {
     .min()
     .unwrap_or(u64::MAX);
     avail.min(cgroup) / 5 * 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::index::{ExpertTensor, MoeLayer};
+    use crate::gguf::GgmlType;
+
+    /// qwen3-30b-a3b's shapes: 48 layers of 128 experts of about 2.9 MB, 1.2 GB of the rest.
+    fn qwen3_30b() -> ModelIndex {
+        let per_expert = 2 * 884_736 + 1_290_240;
+        let layers: Vec<MoeLayer> = (0..48)
+            .map(|l| MoeLayer {
+                layer: l,
+                tensors: vec![ExpertTensor {
+                    name: format!("blk.{l}.ffn_down_exps.weight"),
+                    file: 0,
+                    offset: 0,
+                    bytes_per_expert: per_expert,
+                    ggml_type: GgmlType::Q4_K,
+                }],
+            })
+            .collect();
+        let expert_bytes = 48 * 128 * per_expert;
+        ModelIndex {
+            files: vec!["m.gguf".into()],
+            file_sizes: vec![expert_bytes + 1_200 * MIB],
+            arch: "qwen3moe".into(),
+            n_layer: 48,
+            n_embd: 2048,
+            n_head: 32,
+            n_head_kv: 4,
+            head_dim_k: 128,
+            head_dim_v: 128,
+            n_vocab: 151_936,
+            context_length: 40_960,
+            latent_kv: false,
+            n_attention_layers: 48,
+            recurrent_state_bytes: 0,
+            n_expert: 128,
+            n_expert_used: 8,
+            expert_ff: 768,
+            layers,
+            routers: Vec::new(),
+            tensor_bytes: expert_bytes + 1_200 * MIB,
+            expert_bytes,
+        }
+    }
+
+    #[test]
+    fn auto_ubatch_is_largest_when_every_expert_fits_and_smallest_at_the_minimum() {
+        let index = qwen3_30b();
+        let page = 4096;
+        assert_eq!(choose_ubatch(&index, 4096, 64 << 30, page), 512);
+        let min = make_plan(
+            &index,
+            RunShape {
+                n_ctx: 4096,
+                n_ubatch: 128,
+            },
+            0,
+            page,
+        )
+        .min_budget_bytes;
+        assert_eq!(choose_ubatch(&index, 4096, min, page), 128);
+        // Below every minimum it still answers (the run is then refused by the plan).
+        assert_eq!(choose_ubatch(&index, 4096, MIB, page), 128);
+    }
+
+    #[test]
+    fn auto_ubatch_never_shrinks_as_the_budget_grows() {
+        let index = qwen3_30b();
+        let mut last = 0;
+        for gib in 2..40u64 {
+            let u = choose_ubatch(&index, 4096, gib << 30, 4096);
+            assert!(u >= last, "{gib} GiB picked {u} after {last}");
+            let p = make_plan(
+                &index,
+                RunShape {
+                    n_ctx: 4096,
+                    n_ubatch: u,
+                },
+                gib << 30,
+                4096,
+            );
+            assert!(
+                p.fits || u == 128,
+                "{gib} GiB picked {u}, which does not fit"
+            );
+            last = u;
+        }
+        assert_eq!(last, 512);
+    }
 }

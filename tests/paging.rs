@@ -239,3 +239,52 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
             <= stats["expert_budget_bytes"].as_u64().unwrap()
     );
 }
+
+/// `-ub auto` picks 512 when every expert fits and 128 at the plan's minimum, and a paged
+/// run with its pick is byte-identical to an unpaged run at the same ubatch.
+#[test]
+fn auto_ubatch_follows_the_budget_and_stays_bit_identical() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let pick = |mb: &str| {
+        plan(
+            &model,
+            &["-c", "1024", "--ram-budget-mb", mb, "-ub", "auto"],
+        )["n_ubatch"]
+            .as_u64()
+            .unwrap()
+    };
+    let min_mb = plan(&model, &["-c", "1024"])["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB);
+    assert_eq!(pick("4096"), 512);
+    assert_eq!(pick(&min_mb.to_string()), 128);
+    // A prompt longer than one small ubatch, so the ubatch size matters.
+    let prompt = "The quick brown fox jumps over the lazy dog, and the reader should know that \
+                  routing changes from token to token. "
+        .repeat(8);
+    let (ref_logits, ref_stats) = common::generate(
+        &model,
+        dir.path(),
+        "ref",
+        &prompt,
+        "8",
+        &["--no-pager", "-ub", "512"],
+    );
+    assert!(ref_stats["tokens"]["prompt"].as_u64().unwrap() > 256);
+    let (logits, stats) = common::generate(
+        &model,
+        dir.path(),
+        "auto",
+        &prompt,
+        "8",
+        &["--ram-budget-mb", "4096", "-ub", "auto"],
+    );
+    assert_eq!(
+        stats["tokens"]["generated_ids"],
+        ref_stats["tokens"]["generated_ids"]
+    );
+    assert!(logits == ref_logits, "logits differ with -ub auto");
+}

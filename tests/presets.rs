@@ -209,3 +209,32 @@ fn routing_skew_concentrates_expert_popularity() {
         "top-decile share {skewed} with skew vs {flat} without"
     );
 }
+
+/// `--dry-run` sizes a model too big for the disk without writing anything.
+#[test]
+fn dry_run_sizes_the_full_ling_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ling.gguf");
+    let stdout = ok(&epm(&[
+        "synth",
+        "--preset",
+        "ling-3.0-flash",
+        "--dry-run",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    assert!(stdout.contains("ling-00001-of-00002.gguf"), "{stdout}");
+    assert!(stdout.contains("ling-00002-of-00002.gguf"), "{stdout}");
+    let total: u64 = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    // Within 3% of the real 77,010,144,672-byte GGUF.
+    assert!(
+        (total as f64 / 77_010_144_672.0 - 1.0).abs() < 0.03,
+        "{total}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
