@@ -7,10 +7,12 @@ from `epm-run ab` runs (alternating configurations, byte-exact output checks) pl
 
     bench/w1.sh [--out validate/perf-w1.json] [--runs 3] [--budgets-mb 4096,8192]
 """
-import argparse, json, os, statistics, struct, subprocess, sys
+import argparse, json, os, statistics, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from calibrate_skew import read_trace  # noqa: E402  (the routing-trace reader, shared)
 PROMPT = os.path.join(HERE, "w1-prompt-128.txt")
 LONG_PROMPT = os.path.join(HERE, "w1-prompt-2000.txt")
 MIB = 1 << 20
@@ -49,20 +51,12 @@ def rows(report, config, budget=None):
 
 def trace_diversity(path):
     """Distinct (layer, expert) pairs over the decode steps of a routing trace."""
-    data = open(path, "rb").read()
-    _, n_used = struct.unpack_from("<II", data, 8)
-    off, step, prev, steps = 16, -1, None, []
-    while off < len(data):
-        layer, n_tok = struct.unpack_from("<II", data, off)
-        off += 8
-        ids = struct.unpack_from("<%dH" % (n_tok * n_used), data, off)
-        off += 2 * n_tok * n_used
-        if prev is None or layer <= prev:
-            step += 1
-            steps.append((n_tok, set()))
-        prev = layer
-        steps[-1][1].update((layer, e) for e in ids)
-    decode = [pairs for n_tok, pairs in steps if n_tok == 1]
+    _, _, records = read_trace(path)
+    steps = {}
+    for step, layer, tokens in records:
+        n_tok, pairs = steps.setdefault(step, (len(tokens), set()))
+        pairs.update((layer, e) for ids in tokens for e in ids)
+    decode = [pairs for _, (n_tok, pairs) in sorted(steps.items()) if n_tok == 1]
     union = set().union(*decode) if decode else set()
     new = [len(b - a) / max(len(b), 1) for a, b in zip(decode, decode[1:])]
     return {"decode_steps": len(decode),

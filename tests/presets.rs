@@ -71,26 +71,27 @@ fn check_preset(model: &Path, dir: &Path) {
     assert!(floats.iter().all(|x| x.is_finite()), "NaN or Inf in logits");
 }
 
-#[test]
-fn qwen3_30b_a3b_mini() {
+/// Synthesize a single-file preset in its own temp dir and check it.
+fn check_named(preset: &str) {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    check_preset(&synth(dir.path(), "qwen3-30b-a3b-mini", &[]), dir.path());
+    check_preset(&synth(dir.path(), preset, &[]), dir.path());
+}
+
+#[test]
+fn qwen3_30b_a3b_mini() {
+    check_named("qwen3-30b-a3b-mini");
 }
 
 #[test]
 fn smallthinker_4b_mini() {
-    let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    check_preset(&synth(dir.path(), "smallthinker-4b-mini", &[]), dir.path());
+    check_named("smallthinker-4b-mini");
 }
 
 /// qwen35moe: gated delta-net layers, full attention every 4th, gated shared experts.
 #[test]
 fn qwen36_35b_a3b_mini() {
-    let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    check_preset(&synth(dir.path(), "qwen3.6-35b-a3b-mini", &[]), dir.path());
+    check_named("qwen3.6-35b-a3b-mini");
 }
 
 /// qwen35moe with gate and up merged into one `ffn_gate_up_exps` tensor per layer.

@@ -265,3 +265,36 @@ fn tensor_errors_name_the_tensor() {
         other => panic!("expected TruncatedData, got {other:?}"),
     }
 }
+
+/// Data larger than the writer's chunks, ending mid-chunk, reads back byte for byte at the
+/// exact file size: through `O_DIRECT` on disk, and through the buffered fallback on tmpfs
+/// (which refuses `O_DIRECT`).
+#[test]
+fn large_writes_read_back_through_direct_and_buffered_paths() {
+    let mut dirs = vec![tempfile::tempdir().unwrap()];
+    if let Ok(d) = tempfile::tempdir_in("/dev/shm") {
+        dirs.push(d);
+    }
+    for dir in &dirs {
+        let mut w = GgufWriter::new();
+        w.kv("general.architecture", Value::String("test".into()));
+        w.tensor(TensorSpec::new(
+            "big.weight",
+            &[1024, 5 * 1024 + 3],
+            GgmlType::F32,
+        ));
+        let path = dir.path().join("big.gguf");
+        let datas = write(&w, &path);
+        let f = GgufFile::open(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            bytes.len() as u64,
+            w.file_size(),
+            "in {}",
+            dir.path().display()
+        );
+        let start = f.abs_offset(&f.tensors[0]) as usize;
+        assert_eq!(&bytes[start..start + datas[0].len()], &datas[0][..]);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}
