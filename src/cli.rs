@@ -593,16 +593,11 @@ fn synth_cmd(a: SynthArgs) -> Result<()> {
         for (path, size) in &files {
             println!("would write {} ({size} bytes)", path.display());
         }
-        let expert: u64 = preset
-            .tensors()
-            .iter()
-            .filter(|t| t.name.contains("_exps."))
-            .map(|t| t.n_bytes())
-            .sum();
         println!(
-            "{} bytes in {} file(s), {expert} of them routed experts",
+            "{} bytes in {} file(s), {} of them routed experts",
             files.iter().map(|(_, s)| s).sum::<u64>(),
-            files.len()
+            files.len(),
+            preset.expert_bytes()
         );
         return Ok(());
     }

@@ -86,6 +86,11 @@ fn meta_u64(model: &GgufModel, key: &str) -> Option<u64> {
     }
 }
 
+/// Whether a tensor name is a routed-expert tensor: `blk.N.ffn_{gate,up,down,gate_up}_exps.*`.
+pub fn is_routed_expert_name(name: &str) -> bool {
+    name.contains("_exps.")
+}
+
 /// Parses `blk.<N>.` at the start of a tensor name.
 pub fn layer_of(name: &str) -> Option<u32> {
     let rest = name.strip_prefix("blk.")?;
@@ -192,7 +197,7 @@ impl ModelIndex {
                 let is_expert = n_expert > 0
                     && t.dims.len() == 3
                     && t.dims[2] == u64::from(n_expert)
-                    && t.name.contains("_exps.");
+                    && is_routed_expert_name(&t.name);
                 let Some(layer) = layer_of(&t.name).filter(|_| is_expert) else {
                     continue;
                 };

@@ -109,7 +109,8 @@ struct ThreadedWriter {
     written: u64,
     to_writers: Option<SyncSender<(u64, AlignedBuf)>>,
     free: Receiver<AlignedBuf>,
-    file: Arc<File>,
+    /// Shared with the writer threads until `finish` takes it back.
+    file: Option<Arc<File>>,
     writers: Vec<JoinHandle<io::Result<()>>>,
 }
 
@@ -154,7 +155,7 @@ impl ThreadedWriter {
             written: 0,
             to_writers: Some(to_writers),
             free,
-            file,
+            file: Some(file),
             writers,
         })
     }
@@ -203,11 +204,11 @@ impl ThreadedWriter {
             self.send_full()?;
         }
         self.join()?;
-        let file = Arc::try_unwrap(std::mem::replace(
-            &mut self.file,
-            Arc::new(File::open("/dev/null")?),
-        ))
-        .map_err(|_| io::Error::other("GGUF writer threads still hold the file"))?;
+        let file = self
+            .file
+            .take()
+            .and_then(|f| Arc::try_unwrap(f).ok())
+            .ok_or_else(|| io::Error::other("GGUF writer threads still hold the file"))?;
         file.set_len(total)?;
         Ok(file)
     }

@@ -278,7 +278,11 @@ impl HookState {
             trace.record(layer, n_tokens, ids(), n_tokens * n_used);
         }
         active.pager.route(layer, n_tokens as u64, ids());
-        if let Some(pred) = active.predictor.as_mut() {
+        if let Some(pred) = active
+            .predictor
+            .as_mut()
+            .filter(|p| n_tokens <= p.max_tokens)
+        {
             let next = pred.next_layer.get(layer as usize).copied().flatten();
             if let (Some(next), Some(x)) = (next, router_input(t)) {
                 if pred.predict(next, x) {

@@ -359,12 +359,7 @@ mod tests {
 
     fn sizes(name: &str) -> (u64, u64) {
         let p = Preset::named(name).unwrap();
-        let expert: u64 = p
-            .tensors()
-            .iter()
-            .filter(|t| t.name.contains("_exps"))
-            .map(TensorSpec::n_bytes)
-            .sum();
+        let expert = p.expert_bytes();
         let mut w = GgufWriter::new();
         for (k, v) in p.metadata(&tokenizer::build(p.n_vocab, 400)) {
             w.kv(k, v);

@@ -456,6 +456,15 @@ impl Preset {
         }
     }
 
+    /// Bytes of all routed-expert tensors.
+    pub fn expert_bytes(&self) -> u64 {
+        self.tensors()
+            .iter()
+            .filter(|t| crate::gguf::index::is_routed_expert_name(&t.name))
+            .map(TensorSpec::n_bytes)
+            .sum()
+    }
+
     /// The tensors, in file order.
     pub fn tensors(&self) -> Vec<TensorSpec> {
         let (e, v) = (self.n_embd, self.n_vocab as u64);
