@@ -24,12 +24,16 @@ def main():
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("--out", default="validate/prefetch.json")
     ap.add_argument("--modes", default="willneed,populate-2,populate-4,populate-8",
-                    help="comma-separated: willneed, populate-2, populate-4, populate-8, predict (willneed first)")
+                    help="comma-separated: willneed, populate-2, populate-4, populate-8, predict, "
+                         "predict-2, predict-3 (willneed first)")
+    ap.add_argument("-f", "--prompt-file", help="prompt from this file (default: a short sentence)")
     a = ap.parse_args()
     all_modes = {"willneed": [], "populate-2": ["--prefetch", "populate", "--io-threads", "2"],
                  "populate-4": ["--prefetch", "populate", "--io-threads", "4"],
                  "populate-8": ["--prefetch", "populate", "--io-threads", "8"],
-                 "predict": ["--predict"]}
+                 "predict": ["--predict"],
+                 "predict-2": ["--predict", "--predict-depth", "2"],
+                 "predict-3": ["--predict", "--predict-depth", "3"]}
     modes = [(m, all_modes[m]) for m in a.modes.split(",")]
     tmp = tempfile.mkdtemp()
     results = {m: [] for m, _ in modes}
@@ -38,8 +42,8 @@ def main():
         for name, flags in modes:
             drop_cache(a.model)
             stats = os.path.join(tmp, f"{name}-{rep}.json")
-            cmd = [a.bin, "generate", "-m", a.model, "-p", "The quick brown fox jumps over the lazy dog",
-                   "-n", str(a.n), "-c", str(a.c), "-t", "2", "--ram-budget-mb", str(a.budget_mb),
+            prompt = ["-f", a.prompt_file] if a.prompt_file else ["-p", "The quick brown fox jumps over the lazy dog"]
+            cmd = [a.bin, "generate", "-m", a.model] + prompt + ["-n", str(a.n), "-c", str(a.c), "-t", "2", "--ram-budget-mb", str(a.budget_mb),
                    "--stats-file", stats] + flags
             subprocess.run(cmd, check=True, capture_output=True)
             s = json.load(open(stats))
@@ -49,7 +53,13 @@ def main():
                                   "read_bytes_per_token": s["io"]["read_bytes_per_token"],
                                   "miss_bytes": s["experts"]["miss_bytes"], "hit_rate": s["experts"]["hit_rate"],
                                   "peak_rss_bytes": s["memory"]["peak_rss_bytes"], "same_tokens": ids == ref_ids,
-                                  "prediction_accuracy": s["prediction"]["accuracy"], "prefetch": s["prefetch"]})
+                                  "prediction_accuracy": s["prediction"]["accuracy"], "prefetch": s["prefetch"],
+                                  "decode_miss_bytes": s["experts"].get("decode_miss_bytes"),
+                                  "decode_read_bytes": s["io"].get("decode_read_bytes"),
+                                  "decode_steps": s["io"].get("decode_steps"),
+                                  "hook_decode_busy_us": s["hook"].get("decode_busy_us"),
+                                  "will_need_us": s["io"].get("will_need_us"),
+                                  "evict_us": s["io"].get("evict_us")})
             print(name, rep, results[name][-1], flush=True)
     summary = {}
     for name, rows in results.items():

@@ -194,6 +194,10 @@ struct GenerateArgs {
     /// hidden state and prefetch the experts it would pick (decode steps only).
     #[arg(long)]
     predict: bool,
+    /// With --predict: how many MoE layers ahead to predict and prefetch (1-8). Deeper
+    /// predictions start reads earlier but are less accurate.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    predict_depth: u32,
 }
 
 #[derive(Args, Debug)]
@@ -469,7 +473,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         } else {
             os::Prefetch::WillNeed
         },
-        predict: a.predict,
+        predict_depth: if a.predict { a.predict_depth } else { 0 },
     };
     let params = GenerateParams {
         prompt,
@@ -675,7 +679,7 @@ fn demo(a: DemoArgs) -> Result<()> {
         index.expert_bytes as f64 / MIB as f64,
         index.model_bytes() as f64 / MIB as f64
     );
-    let exe = std::env::current_exe()?;
+    let (_, exe) = self_exe()?;
     let work = tempdir_in(&dir)?;
     let prompt = "The quick brown fox jumps over the lazy dog. The pager reads each expert";
     let mut rows = Vec::new();
@@ -758,6 +762,20 @@ fn demo(a: DemoArgs) -> Result<()> {
     Ok(())
 }
 
+/// This binary as reports name it, and the path to start copies of it from. A rebuild
+/// during a long `ab` run replaces the file; `/proc/<pid>/exe` still runs the binary that
+/// started the run (`current_exe` would then name a "(deleted)" path that does not exist).
+fn self_exe() -> Result<(PathBuf, PathBuf)> {
+    let exe = std::env::current_exe().context("locating the epm-run binary")?;
+    let shown = exe
+        .to_str()
+        .and_then(|s| s.strip_suffix(" (deleted)"))
+        .map_or_else(|| exe.clone(), PathBuf::from);
+    let own = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
+    let spawn = if own.exists() { own } else { exe };
+    Ok((shown, spawn))
+}
+
 fn tempdir_in(dir: &Path) -> Result<PathBuf> {
     let p = dir.join(format!("run-{}", std::process::id()));
     std::fs::create_dir_all(&p)?;
@@ -803,8 +821,10 @@ fn ab(a: AbArgs) -> Result<()> {
     }
     // The reference runs first: the others are compared with it.
     configs.sort_by_key(|c| harness::RunConfig::ALL.iter().position(|x| x == c));
+    let (exe, spawn_exe) = self_exe()?;
     let cfg = harness::AbConfig {
-        exe: std::env::current_exe()?,
+        exe,
+        spawn_exe,
         model: a.model.clone(),
         budgets_mb: a.budgets_mb.clone(),
         prompt_args,

@@ -14,6 +14,10 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
 use crate::pager::{Advisor, FileRange};
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +59,14 @@ pub fn inward(offset: u64, len: u64, page: u64) -> (u64, u64) {
     (start, end.max(start))
 }
 
+/// `[start, end)` cut into consecutive pieces of at most `chunk` bytes (`chunk` > 0).
+pub fn chunks(start: u64, end: u64, chunk: u64) -> impl Iterator<Item = (u64, u64)> {
+    let chunk = chunk.max(1);
+    (start..end)
+        .step_by(chunk as usize)
+        .map(move |s| (s, (s + chunk).min(end)))
+}
+
 /// Rounds `[offset, offset+len)` outward to whole pages.
 pub fn outward(offset: u64, len: u64, page: u64) -> (u64, u64) {
     (offset / page * page, (offset + len).next_multiple_of(page))
@@ -71,7 +83,43 @@ pub struct FileMapping {
     base: usize,
     vmas: Vec<(usize, usize)>,
     page: u64,
+    /// 4. The longest range one `MADV_WILLNEED` call reads in full (see [`readahead_window`]).
+    willneed_chunk: u64,
 }
+
+/// What one `MADV_WILLNEED` (or `POSIX_FADV_WILLNEED`) call on a file of this device reads
+/// at most: the kernel clamps each call to max(`read_ahead_kb`, `max_sectors_kb`) of the
+/// block device (`force_page_cache_ra`). A longer range must be advised in pieces, or its
+/// tail is left to demand faults, one page at a time under `MADV_RANDOM`. (Checked on this
+/// machine's 6.18 kernel: with both at 128 KiB, one call over a 3 MiB range read 128 KiB.)
+/// `None` when the file is not on a block device sysfs describes (tmpfs, overlayfs, btrfs).
+pub fn readahead_window(meta: &std::fs::Metadata) -> Option<u64> {
+    let dev = meta.dev();
+    let node = PathBuf::from(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ))
+    .canonicalize()
+    .ok()?;
+    // A partition's queue limits are its disk's.
+    let queue = [node.join("queue"), node.parent()?.join("queue")]
+        .into_iter()
+        .find(|q| q.is_dir())?;
+    let kib = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(queue.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let window = kib("read_ahead_kb")?.max(kib("max_sectors_kb")?) * 1024;
+    (window > 0).then_some(window)
+}
+
+/// Used when the device's limits are unknown: the kernel's default readahead window, which
+/// `force_page_cache_ra` never clamps below.
+const FALLBACK_WILLNEED_CHUNK: u64 = 128 * 1024;
 
 impl FileMapping {
     /// Locate `path`'s mapping in this process. llama.cpp unmaps the unused head and tail of
@@ -131,13 +179,22 @@ impl FileMapping {
         let base = base.ok_or_else(|| OsError::NotMapped {
             path: path.to_path_buf(),
         })?;
+        let page = page_size() as u64;
         Ok(FileMapping {
             path: path.to_path_buf(),
             fd,
             base,
             vmas,
-            page: page_size() as u64,
+            page,
+            willneed_chunk: readahead_window(&meta)
+                .unwrap_or(FALLBACK_WILLNEED_CHUNK)
+                .next_multiple_of(page),
         })
+    }
+
+    /// The longest range one `MADV_WILLNEED` call on this file reads in full.
+    pub fn willneed_chunk(&self) -> u64 {
+        self.willneed_chunk
     }
 
     /// Address of file offset `offset` in the mapping.
@@ -188,10 +245,15 @@ impl FileMapping {
         self.madvise(s, e, libc::MADV_RANDOM)
     }
 
-    /// `MADV_WILLNEED` on the pages covering a file range: asynchronous readahead of exactly it.
+    /// `MADV_WILLNEED` on the pages covering a file range: asynchronous readahead of exactly
+    /// it, one call per readahead window (invariant 4) so the kernel reads all of it.
     pub fn will_need(&self, offset: u64, len: u64) -> bool {
         let (s, e) = outward(offset, len, self.page);
-        self.madvise(s, e, libc::MADV_WILLNEED)
+        let mut all = true;
+        for (start, end) in chunks(s, e, self.willneed_chunk) {
+            all &= self.madvise(start, end, libc::MADV_WILLNEED);
+        }
+        all
     }
 
     /// Drop the pages that lie wholly inside a file range: first unmap them from this process
@@ -287,22 +349,39 @@ pub enum Prefetch {
     PopulateRead { threads: usize },
 }
 
+/// Wall time the [`OsAdvisor`] spends in its system calls, on whichever thread made them.
+#[derive(Debug, Default)]
+pub struct IoTimers {
+    /// `MADV_WILLNEED` calls: page-cache allocation and read submission (not the reads).
+    pub will_need_ns: AtomicU64,
+    /// `MADV_DONTNEED` + `POSIX_FADV_DONTNEED` calls.
+    pub evict_ns: AtomicU64,
+    /// Waiting for the `MADV_POPULATE_READ` pool (`--prefetch populate`).
+    pub populate_wait_ns: AtomicU64,
+}
+
+fn add_elapsed(counter: &AtomicU64, since: Instant) {
+    counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
+
 /// The real [`Advisor`]: pager decisions become madvise/fadvise calls on llama.cpp's mapping.
 pub struct OsAdvisor {
     pub files: Vec<FileMapping>,
+    timers: Arc<IoTimers>,
     pool: Option<PopulatePool>,
     /// Page ranges collected for the pool until `flush`; capacity reserved up front.
     batch: Vec<(usize, usize)>,
 }
 
 impl OsAdvisor {
-    pub fn new(files: Vec<FileMapping>, prefetch: Prefetch) -> OsAdvisor {
+    pub fn new(files: Vec<FileMapping>, prefetch: Prefetch, timers: Arc<IoTimers>) -> OsAdvisor {
         let pool = match prefetch {
             Prefetch::WillNeed => None,
             Prefetch::PopulateRead { threads } => Some(PopulatePool::new(threads.max(1))),
         };
         OsAdvisor {
             files,
+            timers,
             pool,
             batch: Vec::with_capacity(1 << 14),
         }
@@ -314,7 +393,9 @@ impl Advisor for OsAdvisor {
         let m = &self.files[r.file as usize];
         // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
         // mapping, POPULATE_READ alone would fault and read one page at a time.
+        let t = Instant::now();
         m.will_need(r.offset, r.len);
+        add_elapsed(&self.timers.will_need_ns, t);
         if self.pool.is_none() {
             return;
         }
@@ -325,12 +406,17 @@ impl Advisor for OsAdvisor {
     }
 
     fn evict(&mut self, r: FileRange) -> u64 {
-        self.files[r.file as usize].evict(r.offset, r.len)
+        let t = Instant::now();
+        let dropped = self.files[r.file as usize].evict(r.offset, r.len);
+        add_elapsed(&self.timers.evict_ns, t);
+        dropped
     }
 
     fn flush(&mut self) {
         if let Some(pool) = &self.pool {
+            let t = Instant::now();
             pool.populate_all(&self.batch);
+            add_elapsed(&self.timers.populate_wait_ns, t);
             self.batch.clear();
         }
     }
@@ -619,5 +705,102 @@ impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_range_without_overlap() {
+        let pieces: Vec<_> = chunks(4096, 4096 + 300_000, 131_072).collect();
+        assert_eq!(pieces.first().map(|p| p.0), Some(4096));
+        assert_eq!(pieces.last().map(|p| p.1), Some(4096 + 300_000));
+        assert!(pieces.windows(2).all(|w| w[0].1 == w[1].0));
+        assert!(pieces.iter().all(|&(s, e)| s < e && e - s <= 131_072));
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(chunks(10, 10, 4096).count(), 0);
+    }
+
+    /// A shared read-only mapping of a fresh on-disk file, as llama.cpp makes one.
+    struct TestMap {
+        addr: *mut libc::c_void,
+        len: usize,
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+    }
+
+    impl TestMap {
+        fn new(len: usize) -> TestMap {
+            // On disk (the build directory), not /tmp, which may be tmpfs.
+            let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+            let path = dir.path().join("model.bin");
+            std::fs::write(&path, vec![7u8; len]).unwrap();
+            let f = File::open(&path).unwrap();
+            f.sync_all().unwrap();
+            // SAFETY: a fresh PROT_READ, MAP_SHARED mapping of an open file of `len` bytes;
+            // it is unmapped in Drop and nothing writes through it.
+            let addr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    f.as_raw_fd(),
+                    0,
+                )
+            };
+            assert_ne!(addr, libc::MAP_FAILED);
+            TestMap {
+                addr,
+                len,
+                _dir: dir,
+                path,
+            }
+        }
+    }
+
+    impl Drop for TestMap {
+        fn drop(&mut self) {
+            // SAFETY: exactly the mapping made in `new`.
+            unsafe { libc::munmap(self.addr, self.len) };
+        }
+    }
+
+    #[test]
+    fn will_need_reads_all_of_a_range_longer_than_the_window() {
+        let map = TestMap::new(8 << 20);
+        let mut m = FileMapping::find(&map.path).unwrap();
+        assert!(m.willneed_chunk() >= m.page);
+        // Pretend the device's window is 128 KiB: the range must still be read in full.
+        m.willneed_chunk = 128 << 10;
+        m.set_random(0, 8 << 20);
+        let (offset, len) = (1 << 20, 3 << 20);
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            m.evict(0, 8 << 20);
+            if m.resident_bytes(0, 8 << 20) == 0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "pages stayed cached");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(m.will_need(offset, len));
+        while m.resident_bytes(offset, len) < len {
+            assert!(Instant::now() < deadline, "the range was not read in full");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Exact: nothing outside the range was read.
+        assert_eq!(m.resident_bytes(0, 8 << 20), len);
+    }
+
+    #[test]
+    fn readahead_window_matches_sysfs_when_the_device_is_known() {
+        let meta = std::fs::metadata(env!("CARGO_MANIFEST_DIR")).unwrap();
+        if let Some(w) = readahead_window(&meta) {
+            assert!(w >= 4096, "window {w}");
+            assert_eq!(w % 1024, 0);
+        }
     }
 }

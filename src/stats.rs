@@ -132,6 +132,12 @@ pub struct RunStats {
     pub peak_anon: Counter,
     pub peak_file: Counter,
     pub hook_calls: Counter,
+    /// Wall time inside the hook for routed layers, all ubatches and decode (1-token) only.
+    pub hook_ns: Counter,
+    pub hook_decode_ns: Counter,
+    pub io_timers: Arc<os::IoTimers>,
+    /// The longest range one readahead call reads in full (smallest over the model's files).
+    pub willneed_chunk_bytes: Counter,
     pub hook_panicked: AtomicBool,
     pub complete: AtomicBool,
     pub generated_ids: Mutex<Vec<i32>>,
@@ -225,6 +231,18 @@ pub struct IoSection {
     pub decode_read_bytes: u64,
     #[serde(default)]
     pub decode_steps: u64,
+    /// Wall time in the advisor's system calls (`MADV_WILLNEED`; `MADV_DONTNEED` +
+    /// `POSIX_FADV_DONTNEED`; waiting for the populate pool), microseconds.
+    #[serde(default)]
+    pub will_need_us: u64,
+    #[serde(default)]
+    pub evict_us: u64,
+    #[serde(default)]
+    pub populate_wait_us: u64,
+    /// Ranges are advised in pieces of at most this many bytes: the kernel reads no more
+    /// than the device's max(read_ahead_kb, max_sectors_kb) per call.
+    #[serde(default)]
+    pub willneed_chunk_bytes: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -256,6 +274,12 @@ pub struct LayerSection {
 pub struct HookSection {
     pub calls: u64,
     pub panicked: bool,
+    /// Wall time inside the hook for routed layers (routing, eviction, advice, prediction),
+    /// microseconds: over the run, and over decode steps only.
+    #[serde(default)]
+    pub busy_us: u64,
+    #[serde(default)]
+    pub decode_busy_us: u64,
 }
 
 fn rate(tokens: u64, us: u64) -> f64 {
@@ -339,6 +363,10 @@ impl RunStats {
                     at => read_bytes.saturating_sub(at),
                 },
                 decode_steps: self.decode_steps.get(),
+                will_need_us: self.io_timers.will_need_ns.load(Ordering::Relaxed) / 1000,
+                evict_us: self.io_timers.evict_ns.load(Ordering::Relaxed) / 1000,
+                populate_wait_us: self.io_timers.populate_wait_ns.load(Ordering::Relaxed) / 1000,
+                willneed_chunk_bytes: self.willneed_chunk_bytes.get(),
             },
             memory: MemorySection {
                 peak_rss_bytes: self.peak_rss.get(),
@@ -368,6 +396,8 @@ impl RunStats {
             hook: HookSection {
                 calls: self.hook_calls.get(),
                 panicked: self.hook_panicked.load(Ordering::Relaxed),
+                busy_us: self.hook_ns.get() / 1000,
+                decode_busy_us: self.hook_decode_ns.get() / 1000,
             },
             prefetch: PrefetchSection {
                 issued: p.prefetch_issued.get(),

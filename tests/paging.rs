@@ -211,32 +211,59 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     let budget_mb = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB);
     let (ref_logits, ref_stats) = generate(&model, dir.path(), "ref", &["--no-pager"], "48");
     let budget = budget_mb.to_string();
-    let (logits, stats) = generate(
-        &model,
-        dir.path(),
-        "predict",
-        &["--ram-budget-mb", &budget, "--predict"],
-        "48",
-    );
-    assert_eq!(
-        stats["tokens"]["generated_ids"],
-        ref_stats["tokens"]["generated_ids"]
-    );
-    assert!(logits == ref_logits, "logits differ with --predict");
-    let issued = stats["prefetch"]["issued"].as_u64().unwrap();
-    assert!(issued > 0, "no speculative reads: {}", stats["prefetch"]);
-    assert!(stats["prefetch"]["useful"].as_u64().unwrap() <= issued);
-    let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();
-    assert!(accuracy > 0.0 && accuracy <= 1.0, "accuracy {accuracy}");
-    assert_eq!(
-        stats["prediction"]["per_layer"].as_array().unwrap().len(),
-        4
-    );
-    // Speculative reads count against the budget: total RSS stays under it.
-    assert!(stats["memory"]["peak_rss_bytes"].as_u64().unwrap() <= budget_mb * MIB);
+    let mut accuracy_by_depth = Vec::new();
+    for depth in ["1", "3"] {
+        let (logits, stats) = generate(
+            &model,
+            dir.path(),
+            &format!("predict{depth}"),
+            &[
+                "--ram-budget-mb",
+                &budget,
+                "--predict",
+                "--predict-depth",
+                depth,
+            ],
+            "48",
+        );
+        assert_eq!(
+            stats["tokens"]["generated_ids"], ref_stats["tokens"]["generated_ids"],
+            "tokens differ at depth {depth}"
+        );
+        assert!(
+            logits == ref_logits,
+            "logits differ with --predict-depth {depth}"
+        );
+        let issued = stats["prefetch"]["issued"].as_u64().unwrap();
+        assert!(issued > 0, "no speculative reads: {}", stats["prefetch"]);
+        assert!(stats["prefetch"]["useful"].as_u64().unwrap() <= issued);
+        let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();
+        accuracy_by_depth.push(accuracy);
+        assert!(accuracy > 0.0 && accuracy <= 1.0, "accuracy {accuracy}");
+        assert_eq!(
+            stats["prediction"]["per_layer"].as_array().unwrap().len(),
+            4
+        );
+        // Speculative reads count against the budget: total RSS stays under it.
+        assert!(stats["memory"]["peak_rss_bytes"].as_u64().unwrap() <= budget_mb * MIB);
+        assert!(
+            stats["experts"]["resident_peak_bytes"].as_u64().unwrap()
+                <= stats["expert_budget_bytes"].as_u64().unwrap()
+        );
+        // The hook's own time and the advisor's system calls are measured.
+        assert!(stats["hook"]["decode_busy_us"].as_u64().unwrap() > 0);
+        assert!(
+            stats["hook"]["busy_us"].as_u64().unwrap()
+                >= stats["hook"]["decode_busy_us"].as_u64().unwrap()
+        );
+        assert!(stats["io"]["will_need_us"].as_u64().unwrap() > 0);
+        assert!(stats["io"]["willneed_chunk_bytes"].as_u64().unwrap() >= 4096);
+    }
+    // Depth 3 predicts each layer from the same hidden state as depth 1 and from earlier
+    // ones too: its predicted sets are supersets, so it covers at least as many selections.
     assert!(
-        stats["experts"]["resident_peak_bytes"].as_u64().unwrap()
-            <= stats["expert_budget_bytes"].as_u64().unwrap()
+        accuracy_by_depth[1] >= accuracy_by_depth[0],
+        "accuracy by depth: {accuracy_by_depth:?}"
     );
 }
 

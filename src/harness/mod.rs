@@ -23,8 +23,11 @@ const MIB: u64 = 1 << 20;
 
 #[derive(Debug, Clone)]
 pub struct AbConfig {
-    /// The `epm-run` binary to test.
+    /// The `epm-run` binary to test, as reports name it.
     pub exe: PathBuf,
+    /// The path children are started from: `/proc/<pid>/exe` when `exe` is this process,
+    /// which stays runnable if the file is replaced (rebuilt) during a long run.
+    pub spawn_exe: PathBuf,
     pub model: PathBuf,
     pub budgets_mb: Vec<u64>,
     /// `-p TEXT` or `-f FILE`, passed through.
@@ -297,9 +300,9 @@ pub fn run_ab(
                 };
                 let read_ahead_kb = readahead::read_ahead_kb(&cfg.model);
                 let cmd = match &cap {
-                    Some(c) => c.command(&cfg.exe, &args),
+                    Some(c) => c.command(&cfg.spawn_exe, &args),
                     None => {
-                        let mut c = std::process::Command::new(&cfg.exe);
+                        let mut c = std::process::Command::new(&cfg.spawn_exe);
                         c.args(&args);
                         c
                     }

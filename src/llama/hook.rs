@@ -10,6 +10,7 @@ use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use llama_cpp_sys_2::{
     ggml_tensor, GGML_OP_MUL_MAT, GGML_OP_MUL_MAT_ID, GGML_TYPE_F32, GGML_TYPE_I32,
@@ -101,6 +102,8 @@ pub struct Predictor {
     pub routers: Vec<usize>,
     /// Per layer id: the next layer id that has a router.
     pub next_layer: Vec<Option<u32>>,
+    /// How many routed layers ahead to predict from one hidden state (>= 1).
+    pub depth: u32,
     pub n_embd: usize,
     pub n_expert: usize,
     pub n_used: usize,
@@ -256,6 +259,7 @@ impl HookState {
             return true;
         };
         self.stats.hook_calls.inc();
+        let started = Instant::now();
         let Ok(mut guard) = self.active.lock() else {
             return true;
         };
@@ -264,6 +268,26 @@ impl HookState {
         };
         let (n_used, n_tokens, row_stride) =
             (t.ne[0].max(0) as usize, t.ne[1].max(0) as usize, t.nb[1]);
+        self.route(active, t, layer, n_used, n_tokens, row_stride);
+        let busy = started.elapsed().as_nanos() as u64;
+        self.stats.hook_ns.add(busy);
+        if n_tokens == 1 {
+            self.stats.hook_decode_ns.add(busy);
+        }
+        true
+    }
+
+    /// Routing of `layer` is known (`t` is its topk node): hand it to the pager, predict the
+    /// next layer, and hold measured RSS under the limit.
+    fn route(
+        &self,
+        active: &mut Active,
+        t: &ggml_tensor,
+        layer: u32,
+        n_used: usize,
+        n_tokens: usize,
+        row_stride: usize,
+    ) {
         let base = t.data as *const u8;
         let ids = || {
             (0..n_tokens).flat_map(move |row| {
@@ -283,10 +307,17 @@ impl HookState {
             .as_mut()
             .filter(|p| n_tokens <= p.max_tokens)
         {
-            let next = pred.next_layer.get(layer as usize).copied().flatten();
-            if let (Some(next), Some(x)) = (next, router_input(t)) {
-                if pred.predict(next, x) {
-                    active.pager.speculate(next, pred.chosen.iter().copied());
+            if let Some(x) = router_input(t) {
+                // Nearest layer first: its reads are needed soonest.
+                let mut ahead = layer;
+                for _ in 0..pred.depth {
+                    let Some(next) = pred.next_layer.get(ahead as usize).copied().flatten() else {
+                        break;
+                    };
+                    if pred.predict(next, x) {
+                        active.pager.speculate(next, pred.chosen.iter().copied());
+                    }
+                    ahead = next;
                 }
             }
         }
@@ -297,7 +328,6 @@ impl HookState {
             active.pager.shrink_to(target);
             self.stats.pager.guard_shrinks.inc();
         }
-        true
     }
 
     /// Check once per expert tensor that `mul_mat_id` reads it from the file mapping.

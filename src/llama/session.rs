@@ -82,8 +82,9 @@ pub struct SessionOptions {
     pub trace_file: Option<PathBuf>,
     /// How missing experts are read in.
     pub prefetch: os::Prefetch,
-    /// Predict each next MoE layer's experts and prefetch them (decode only).
-    pub predict: bool,
+    /// Predict the experts of the next this-many MoE layers and prefetch them (decode only;
+    /// 0: off).
+    pub predict_depth: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -276,6 +277,20 @@ fn attach(
         .iter()
         .map(|f| FileMapping::find(f))
         .collect::<Result<Vec<_>, _>>()?;
+    for m in &files {
+        tracing::info!(
+            "{}: read ahead in pieces of {} KiB (the device's readahead window)",
+            m.path.display(),
+            m.willneed_chunk() / 1024
+        );
+    }
+    stats.willneed_chunk_bytes.set(
+        files
+            .iter()
+            .map(FileMapping::willneed_chunk)
+            .min()
+            .unwrap_or(0),
+    );
     let n_expert = u64::from(index.n_expert);
     // Faults anywhere in the file read only their own page: with the kernel's readahead, a
     // fault on a non-expert tensor would read neighbouring (cold) experts into the page cache
@@ -318,7 +333,9 @@ fn attach(
             m.will_need(pos, size - pos);
         }
     }
-    let predictor = opts.predict.then(|| predictor(index, &files)).flatten();
+    let predictor = (opts.predict_depth > 0)
+        .then(|| predictor(index, &files, opts.predict_depth))
+        .flatten();
     let layers = index
         .layers
         .iter()
@@ -336,7 +353,7 @@ fn attach(
         })
         .collect();
     let pager = Pager::new(
-        OsAdvisor::new(files, opts.prefetch),
+        OsAdvisor::new(files, opts.prefetch, stats.io_timers.clone()),
         PagerConfig {
             expert_budget_bytes: budgets.expert,
             hot_window_tokens: budgets.hot_window_tokens,
@@ -390,7 +407,11 @@ fn drop_file_pages(files: &[FileMapping], sizes: &[u64], ranges: &[Vec<(u64, u64
 }
 
 /// The cross-layer predictor, when every router is F32 inside the file mapping.
-fn predictor(index: &ModelIndex, files: &[FileMapping]) -> Option<super::hook::Predictor> {
+fn predictor(
+    index: &ModelIndex,
+    files: &[FileMapping],
+    depth: u32,
+) -> Option<super::hook::Predictor> {
     const MAX_TOKENS: usize = 8;
     let n_layer = index.layers.iter().map(|l| l.layer + 1).max()? as usize;
     let n_expert = index.n_expert as usize;
@@ -425,6 +446,7 @@ fn predictor(index: &ModelIndex, files: &[FileMapping]) -> Option<super::hook::P
     Some(super::hook::Predictor {
         routers,
         next_layer,
+        depth,
         n_embd,
         n_expert,
         n_used: index.n_expert_used as usize,
