@@ -7,7 +7,7 @@ from `epm-run ab` runs (alternating configurations, byte-exact output checks) pl
 
     bench/w1.sh [--out validate/perf-w1.json] [--runs 3] [--budgets-mb 4096,8192]
 """
-import argparse, json, os, statistics, subprocess, sys
+import argparse, json, math, os, statistics, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -30,6 +30,7 @@ def median(xs):
 
 
 REUSE = False
+REUSED = []
 
 
 def ab(binary, model, tmp, name, budgets, runs, extra):
@@ -39,6 +40,8 @@ def ab(binary, model, tmp, name, budgets, runs, extra):
         cmd += ["--budget-mb", str(b)]
     if not (REUSE and os.path.exists(out)):
         run(cmd + extra, stdout=subprocess.DEVNULL)
+    else:
+        REUSED.append(name)
     report = json.load(open(out))
     report["command"] = " ".join(cmd + extra)
     return report
@@ -73,7 +76,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "epm-run"))
     ap.add_argument("--model-dir", default=os.environ.get("EPM_MODELS", os.path.expanduser("~/.cache/epm/models")))
     ap.add_argument("--skip-ra128", action="store_true", help="skip P1 at read_ahead_kb=128")
-    ap.add_argument("--kernel-runs", type=int, default=1,
+    ap.add_argument("--kernel-runs", type=int, default=3,
                     help="repetitions of kernel paging at the machine's read_ahead_kb")
     ap.add_argument("--model", help="use this model instead of the W1 preset (for a dry run of the script)")
     ap.add_argument("--work-dir", default="/tmp/epm-w1", help="where the ab reports are kept")
@@ -103,6 +106,11 @@ def main():
             run([a.bin, "probe-io", model, "--out", io], stdout=subprocess.DEVNULL)
         probe = json.load(open(io))
         bandwidth = max(r["mb_per_s"] for r in probe["results"] if r["block_bytes"] < 8 * MIB) * 1e6
+        # Expert-sized random reads at each queue depth: the bandwidth "at the queue depth
+        # used" is the one whose depth is nearest the misses in flight per routed layer.
+        expert_block = max(r["block_bytes"] for r in probe["results"] if r["block_bytes"] < 8 * MIB)
+        random_by_qd = {r["queue_depth"]: r["mb_per_s"] * 1e6 for r in probe["results"]
+                        if r["pattern"] == "random" and r["block_bytes"] == expert_block}
         trace = os.path.join(tmp, "trace.bin")
         decode = ab(a.bin, model, tmp, "decode", budgets, a.runs,
                     ["-f", PROMPT, "-n", "64", "--configs", "reference,epm",
@@ -151,6 +159,13 @@ def main():
         miss_per_step = median([x["experts"]["decode_miss_bytes"] / max(x["io"]["decode_steps"], 1) for x in st])
         read_per_step = median([x["io"]["decode_read_bytes"] / max(x["io"]["decode_steps"], 1) for x in st])
         io_bound = miss_per_step / bandwidth
+        # Misses advised together per routed layer of a decode step (each expert's gate, up
+        # and down ranges go out at once): the queue depth decode actually used.
+        qd_used = median([x["experts"]["decode_misses"] / max(x["io"]["decode_steps"] * len(x["per_layer"]), 1)
+                          for x in st])
+        qd_probe = min(random_by_qd, key=lambda q: abs(math.log(q) - math.log(max(qd_used, 1e-9))))
+        io_bound_qd = miss_per_step / random_by_qd[qd_probe]
+        hook_s_tok = median([x["hook"].get("decode_busy_us", 0) / 1e6 / max(x["io"]["decode_steps"], 1) for x in st])
         entry = {
             "budget_mb": b,
             "epm_decode_tok_s": 1 / decode_s_tok,
@@ -168,7 +183,16 @@ def main():
             "decode_read_bytes_per_token": read_per_step,
             "P3_decode_s_per_token_over_bound": decode_s_tok / max(unpaged_s_tok, io_bound),
             "P3_bound": {"unpaged_compute_s_per_token": unpaged_s_tok,
-                         "miss_bytes_over_bandwidth_s_per_token": io_bound},
+                         "miss_bytes_over_bandwidth_s_per_token": io_bound,
+                         "bandwidth": "best of every probe (the strictest bound)"},
+            "P3_at_queue_depth_used": {
+                "decode_s_per_token_over_bound": decode_s_tok / max(unpaged_s_tok, io_bound_qd),
+                "misses_in_flight_per_layer": qd_used,
+                "probe_queue_depth": qd_probe,
+                "probe_bandwidth_bytes_per_s": random_by_qd[qd_probe],
+                "miss_bytes_over_bandwidth_s_per_token": io_bound_qd},
+            "epm_decode_s_per_token": decode_s_tok,
+            "hook_s_per_decode_token": hook_s_tok,
             "P5_ttft_epm_over_upstream": median([r["child"]["time_to_first_output_s"] for r in epm]) / upstream_ttft,
         }
         if ra128:
@@ -192,6 +216,7 @@ def main():
                         "epm_decode_s_per_token_warm": epm_warm_s_tok,
                         "overhead_fraction": epm_warm_s_tok / unpaged_s_tok - 1},
         "upstream_ttft_s": upstream_ttft,
+        "reused_reports": REUSED,
         "ab_commands": [r["command"] for r in (decode, kernel, ra128, prefill, warm, warm_prefill, upstream) if r],
         "all_passed": all(r["all_passed"] for r in (decode, kernel, ra128, prefill, warm, warm_prefill, upstream) if r),
     })
