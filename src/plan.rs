@@ -303,6 +303,7 @@ mod tests {
             expert_ff: 768,
             layers,
             routers: Vec::new(),
+            routing: Default::default(),
             tensor_bytes: expert_bytes + 1_200 * MIB,
             expert_bytes,
         }

@@ -127,6 +127,16 @@ fn ling_3_flash_mini() {
     // The two leading dense layers have no experts; MLA's per-head tensors are not experts.
     assert_eq!(index.layers.first().map(|l| l.layer), Some(2));
     assert!(index.layers.iter().all(|l| l.tensors.len() == 3));
+    // The predictor reproduces grouped sigmoid routing with a selection bias.
+    assert_eq!(
+        (
+            index.routing.gating_func,
+            index.routing.groups,
+            index.routing.groups_used
+        ),
+        (2, 8, 4)
+    );
+    assert!(index.routers.iter().all(|r| r.selection_bias.is_some()));
     check_preset(&first, dir.path());
 }
 

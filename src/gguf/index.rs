@@ -43,6 +43,21 @@ pub struct RouterTensor {
     pub ggml_type: GgmlType,
     pub n_embd: u64,
     pub n_expert: u64,
+    /// The layer's expert-selection bias (`blk.N.exp_probs_b`, F32 `[n_expert]`): file and
+    /// offset, when it has one.
+    pub selection_bias: Option<(usize, u64)>,
+}
+
+/// How router scores become selected experts (llama.cpp's `build_moe_ffn`), from metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RoutingRule {
+    /// `<arch>.expert_gating_func`: 1 softmax, 2 sigmoid, 3 softmax over the chosen only,
+    /// 4 sqrt(softplus); 0 when absent (the architecture's default, softmax for most).
+    pub gating_func: u32,
+    /// `<arch>.expert_group_count` / `expert_group_used_count`: experts come in groups, the
+    /// best `groups_used` groups (by the sum of each group's top two scores) are kept.
+    pub groups: u32,
+    pub groups_used: u32,
 }
 
 /// What the pager and planner need to know about a model, from its GGUF headers.
@@ -74,6 +89,7 @@ pub struct ModelIndex {
     /// MoE layers in layer order; empty for a dense model.
     pub layers: Vec<MoeLayer>,
     pub routers: Vec<RouterTensor>,
+    pub routing: RoutingRule,
     /// Bytes of all tensor data.
     pub tensor_bytes: u64,
     pub expert_bytes: u64,
@@ -173,7 +189,8 @@ impl ModelIndex {
             recurrent_layout(model, &arch, n_layer, n_head);
 
         let mut layers: Vec<MoeLayer> = Vec::new();
-        let mut routers = Vec::new();
+        let mut routers: Vec<RouterTensor> = Vec::new();
+        let mut biases = Vec::new();
         let mut tensor_bytes = 0u64;
         let mut expert_bytes = 0u64;
         for (file, shard) in model.shards.iter().enumerate() {
@@ -188,7 +205,16 @@ impl ModelIndex {
                             ggml_type: t.ggml_type,
                             n_embd: *n_embd,
                             n_expert: *n_exp,
+                            selection_bias: None,
                         });
+                    }
+                }
+                if let (Some(layer), [n]) = (layer_of(&t.name), t.dims.as_slice()) {
+                    if t.name.contains(".exp_probs_b.")
+                        && *n == u64::from(n_expert)
+                        && t.ggml_type == GgmlType::F32
+                    {
+                        biases.push((layer, file, shard.abs_offset(t)));
                     }
                 }
                 // Routed experts are `ffn_{gate,up,down,gate_up}_exps`: 3-D, one slice per
@@ -219,6 +245,16 @@ impl ModelIndex {
             }
         }
         layers.sort_by_key(|l| l.layer);
+        for (layer, file, offset) in biases {
+            if let Some(r) = routers.iter_mut().find(|r| r.layer == layer) {
+                r.selection_bias = Some((file, offset));
+            }
+        }
+        let routing = RoutingRule {
+            gating_func: get("expert_gating_func").unwrap_or(0) as u32,
+            groups: get("expert_group_count").unwrap_or(0) as u32,
+            groups_used: get("expert_group_used_count").unwrap_or(0) as u32,
+        };
         if n_expert > 0 && n_expert_used == 0 {
             return Err(bad(
                 &key("expert_used_count"),
@@ -245,6 +281,7 @@ impl ModelIndex {
             expert_ff,
             layers,
             routers,
+            routing,
             tensor_bytes,
             expert_bytes,
         })

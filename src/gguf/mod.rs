@@ -14,7 +14,7 @@ mod value;
 pub mod writer;
 
 pub use error::GgufError;
-pub use index::{ExpertTensor, ModelIndex, MoeLayer, RouterTensor};
+pub use index::{ExpertTensor, ModelIndex, MoeLayer, RouterTensor, RoutingRule};
 pub use reader::{split_path, GgufFile, GgufModel, TensorInfo};
 pub use types::GgmlType;
 pub use value::Value;

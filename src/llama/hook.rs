@@ -16,6 +16,7 @@ use llama_cpp_sys_2::{
     ggml_tensor, GGML_OP_MUL_MAT, GGML_OP_MUL_MAT_ID, GGML_TYPE_F32, GGML_TYPE_I32,
 };
 
+use crate::gguf::RoutingRule;
 use crate::os::{OsAdvisor, RssProbe};
 use crate::pager::Pager;
 use crate::stats::RunStats;
@@ -104,15 +105,90 @@ pub struct Predictor {
     pub next_layer: Vec<Option<u32>>,
     /// How many routed layers ahead to predict from one hidden state (>= 1).
     pub depth: u32,
+    /// Per layer id: address of its F32 expert-selection bias (`n_expert` floats) in the
+    /// file mapping, or 0.
+    pub biases: Vec<usize>,
+    /// How scores become selections: gating function and expert groups.
+    pub rule: RoutingRule,
     pub n_embd: usize,
     pub n_expert: usize,
     pub n_used: usize,
     /// Predict only for ubatches of at most this many tokens (decode); a prefill ubatch
     /// selects most experts anyway.
     pub max_tokens: usize,
-    /// Scratch, sized at construction so the hot path never allocates.
+    /// Scratch, sized at construction so the hot path never allocates: `scores` has
+    /// `n_expert` entries, `group_scores`/`group_kept` `rule.groups`.
     pub scores: Vec<f32>,
+    pub group_scores: Vec<f32>,
+    pub group_kept: Vec<bool>,
     pub chosen: Vec<i32>,
+}
+
+/// Router logits to the scores experts are selected by, as `build_moe_ffn` computes them.
+/// Only needed when a bias is added or groups are ranked: every gating function is
+/// monotonic, so plain top-k on the logits selects the same experts.
+fn gate(scores: &mut [f32], gating_func: u32) {
+    match gating_func {
+        // Sigmoid.
+        2 => scores
+            .iter_mut()
+            .for_each(|s| *s = 1.0 / (1.0 + (-*s).exp())),
+        // Softmax over the chosen experts' weights only: selection uses the logits.
+        3 => {}
+        // sqrt(softplus(x)), softplus written so it cannot overflow.
+        4 => scores
+            .iter_mut()
+            .for_each(|s| *s = (s.max(0.0) + (-s.abs()).exp().ln_1p()).sqrt()),
+        // Softmax (the default).
+        _ => {
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                sum += *s;
+            }
+            scores.iter_mut().for_each(|s| *s /= sum);
+        }
+    }
+}
+
+/// Keep the `used` best of `group_scores.len()` equal groups of experts, ranked by the sum of
+/// each group's two best scores; every expert of the other groups gets -inf.
+fn mask_groups(scores: &mut [f32], group_scores: &mut [f32], kept: &mut [bool], used: usize) {
+    let groups = group_scores.len();
+    let per = scores.len() / groups.max(1);
+    if per < 2 || used >= groups {
+        return;
+    }
+    for (g, chunk) in scores.chunks_exact(per).enumerate() {
+        let (mut best, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+        for &v in chunk {
+            if v > best {
+                second = best;
+                best = v;
+            } else if v > second {
+                second = v;
+            }
+        }
+        group_scores[g] = best + second;
+        kept[g] = false;
+    }
+    for _ in 0..used {
+        let pick = (0..groups)
+            .filter(|&g| !kept[g])
+            .fold(None, |m: Option<usize>, g| match m {
+                Some(b) if group_scores[b] >= group_scores[g] => Some(b),
+                _ => Some(g),
+            });
+        if let Some(g) = pick {
+            kept[g] = true;
+        }
+    }
+    for (g, chunk) in scores.chunks_exact_mut(per).enumerate() {
+        if !kept[g] {
+            chunk.fill(f32::NEG_INFINITY);
+        }
+    }
 }
 
 const ROUTER_SUFFIX: &[u8] = b"ffn_gate_inp.weight";
@@ -204,6 +280,25 @@ impl Predictor {
             for (e, score) in self.scores.iter_mut().enumerate() {
                 let row = &w[e * self.n_embd..(e + 1) * self.n_embd];
                 *score = dot(row, xr);
+            }
+            let bias = self.biases.get(next as usize).copied().unwrap_or(0);
+            let grouped = self.group_scores.len() > 1;
+            if bias != 0 || grouped {
+                gate(&mut self.scores, self.rule.gating_func);
+            }
+            if bias != 0 {
+                // SAFETY: the bias is `n_expert` f32 inside the file mapping (checked when the
+                // predictor was built), alive for the model's life.
+                let b = unsafe { std::slice::from_raw_parts(bias as *const f32, self.n_expert) };
+                self.scores.iter_mut().zip(b).for_each(|(s, b)| *s += b);
+            }
+            if grouped {
+                mask_groups(
+                    &mut self.scores,
+                    &mut self.group_scores,
+                    &mut self.group_kept,
+                    self.rule.groups_used as usize,
+                );
             }
             for _ in 0..self.n_used {
                 let (best, _) =
@@ -439,6 +534,31 @@ pub unsafe extern "C" fn trampoline(
 #[cfg(test)]
 mod tests {
     use super::parse_u32;
+
+    #[test]
+    fn groups_keep_the_best_by_their_top_two() {
+        // 4 groups of 3: sums of the top two are 0.9+0.8, 1.0+0.1, 0.5+0.5, 0.7+0.6.
+        let mut scores = [0.9, 0.8, 0.1, 1.0, 0.1, 0.0, 0.5, 0.5, 0.2, 0.7, 0.6, 0.0];
+        let (mut gs, mut kept) = ([0.0; 4], [false; 4]);
+        super::mask_groups(&mut scores, &mut gs, &mut kept, 2);
+        assert_eq!(kept, [true, false, false, true]);
+        assert!(scores[3..9].iter().all(|s| *s == f32::NEG_INFINITY));
+        assert_eq!(scores[0], 0.9);
+        assert_eq!(scores[10], 0.6);
+    }
+
+    #[test]
+    fn gating_functions_match_their_definitions() {
+        let mut s = [0.0f32, 1.0, -1.0];
+        super::gate(&mut s, 2);
+        assert!((s[0] - 0.5).abs() < 1e-6 && (s[1] - 0.731_058_6).abs() < 1e-6);
+        let mut s = [1.0f32, 2.0, 3.0];
+        super::gate(&mut s, 1);
+        assert!((s.iter().sum::<f32>() - 1.0).abs() < 1e-6 && s[2] > s[1]);
+        let mut s = [100.0f32, 0.0];
+        super::gate(&mut s, 4);
+        assert!((s[0] - 10.0).abs() < 1e-4 && (s[1] - 2f32.ln().sqrt()).abs() < 1e-6);
+    }
 
     #[test]
     fn dot_matches_a_plain_sum() {

@@ -417,6 +417,7 @@ fn predictor(
     let n_expert = index.n_expert as usize;
     let n_embd = index.n_embd as usize;
     let mut routers = vec![0usize; n_layer];
+    let mut biases = vec![0usize; n_layer];
     for r in &index.routers {
         let m = &files[r.file];
         let addr = m.addr_of(r.offset);
@@ -435,6 +436,17 @@ fn predictor(
         if let Some(slot) = routers.get_mut(r.layer as usize) {
             *slot = addr;
         }
+        // A bias outside the mapping is left out: predictions are then plain top-k.
+        if let Some((file, offset)) = r.selection_bias {
+            let addr = files[file].addr_of(offset);
+            if files[file].contains(addr, n_expert * 4) {
+                biases[r.layer as usize] = addr;
+            }
+        }
+    }
+    let mut rule = index.routing;
+    if rule.groups < 2 || n_expert % rule.groups as usize != 0 {
+        rule.groups = 0;
     }
     let next_layer = (0..n_layer)
         .map(|l| {
@@ -447,11 +459,15 @@ fn predictor(
         routers,
         next_layer,
         depth,
+        biases,
+        rule,
         n_embd,
         n_expert,
         n_used: index.n_expert_used as usize,
         max_tokens: MAX_TOKENS,
         scores: vec![0.0; n_expert],
+        group_scores: vec![0.0; rule.groups as usize],
+        group_kept: vec![false; rule.groups as usize],
         chosen: Vec::with_capacity(MAX_TOKENS * index.n_expert_used as usize),
     })
 }
