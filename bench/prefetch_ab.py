@@ -28,9 +28,11 @@ def main():
                          "predict-2, predict-3 (willneed first)")
     ap.add_argument("-f", "--prompt-file", help="prompt from this file (default: a short sentence)")
     a = ap.parse_args()
-    all_modes = {"willneed": [], "populate-2": ["--prefetch", "populate", "--io-threads", "2"],
-                 "populate-4": ["--prefetch", "populate", "--io-threads", "4"],
-                 "populate-8": ["--prefetch", "populate", "--io-threads", "8"],
+    # Prediction is on by default: the read modes are compared without it.
+    all_modes = {"willneed": ["--no-predict"],
+                 "populate-2": ["--no-predict", "--prefetch", "populate", "--io-threads", "2"],
+                 "populate-4": ["--no-predict", "--prefetch", "populate", "--io-threads", "4"],
+                 "populate-8": ["--no-predict", "--prefetch", "populate", "--io-threads", "8"],
                  "predict": ["--predict"],
                  "predict-2": ["--predict", "--predict-depth", "2"],
                  "predict-3": ["--predict", "--predict-depth", "3"]}

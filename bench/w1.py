@@ -165,7 +165,9 @@ def main():
                           for x in st])
         qd_probe = min(random_by_qd, key=lambda q: abs(math.log(q) - math.log(max(qd_used, 1e-9))))
         io_bound_qd = miss_per_step / random_by_qd[qd_probe]
-        hook_s_tok = median([x["hook"].get("decode_busy_us", 0) / 1e6 / max(x["io"]["decode_steps"], 1) for x in st])
+        # None for reports written before the stats carried the hook's time.
+        hook_s_tok = median([x["hook"]["decode_busy_us"] / 1e6 / max(x["io"]["decode_steps"], 1)
+                             for x in st if "decode_busy_us" in x["hook"]])
         entry = {
             "budget_mb": b,
             "epm_decode_tok_s": 1 / decode_s_tok,

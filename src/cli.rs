@@ -85,7 +85,7 @@ struct AbArgs {
     /// Configurations to run, comma-separated, from reference, kernel, epm.
     #[arg(long, value_delimiter = ',', default_values_t = ["reference".to_string(), "kernel".to_string(), "epm".to_string()])]
     configs: Vec<String>,
-    /// An extra `generate` flag for the epm runs (repeat for several), e.g. --epm-arg=--predict.
+    /// An extra `generate` flag for the epm runs (repeat for several), e.g. --epm-arg=--no-predict.
     #[arg(long = "epm-arg", allow_hyphen_values = true)]
     epm_args: Vec<String>,
     /// Keep the page cache between runs (default: every run starts cold).
@@ -190,12 +190,15 @@ struct GenerateArgs {
     /// I/O threads for `--prefetch populate`.
     #[arg(long, default_value_t = 4)]
     io_threads: usize,
-    /// Cross-layer prediction: while a layer computes, apply the next layer's router to its
-    /// hidden state and prefetch the experts it would pick (decode steps only).
-    #[arg(long)]
+    /// Cross-layer prediction (the default): while a layer computes, apply the next layer's
+    /// router to its hidden state and prefetch the experts it would pick (decode steps only).
+    #[arg(long, overrides_with = "no_predict")]
     predict: bool,
-    /// With --predict: how many MoE layers ahead to predict and prefetch (1-8). Deeper
-    /// predictions start reads earlier but are less accurate.
+    /// Turn cross-layer prediction off: read only the experts routing selected.
+    #[arg(long = "no-predict", overrides_with = "predict")]
+    no_predict: bool,
+    /// How many MoE layers ahead to predict and prefetch (1-8). Deeper predictions start
+    /// reads earlier but are less accurate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     predict_depth: u32,
 }
@@ -473,7 +476,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         } else {
             os::Prefetch::WillNeed
         },
-        predict_depth: if a.predict { a.predict_depth } else { 0 },
+        predict_depth: if a.no_predict { 0 } else { a.predict_depth },
     };
     let params = GenerateParams {
         prompt,

@@ -27,11 +27,12 @@ fn check_preset(model: &Path, dir: &Path) {
         ids.len()
     );
     assert!(ref_logits.iter().len() > 0);
-    // Demand paging at two budgets; prefetch on a thread pool and cross-layer prediction at
-    // the tighter one, where speculative reads compete hardest for the budget.
+    // Demand paging without and with cross-layer prediction (the default) at two budgets,
+    // and prefetch on a thread pool, at the tighter one, where speculative reads compete
+    // hardest for the budget.
     let min = min_mb.to_string();
     let runs: [(u64, &[&str]); 4] = [
-        (min_mb, &[]),
+        (min_mb, &["--no-predict"]),
         (min_mb, &["--prefetch", "populate"]),
         (min_mb, &["--predict"]),
         (min_mb + 16, &[]),
@@ -51,6 +52,9 @@ fn check_preset(model: &Path, dir: &Path) {
             logits == ref_logits,
             "logits differ at {budget} MiB {extra:?}"
         );
+        if extra == ["--no-predict"] {
+            assert_eq!(stats["prefetch"]["issued"], 0, "speculative reads with --no-predict");
+        }
         if extra == ["--predict"] {
             let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();
             assert!(

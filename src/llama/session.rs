@@ -333,7 +333,9 @@ fn attach(
             m.will_need(pos, size - pos);
         }
     }
-    let predictor = (opts.predict_depth > 0)
+    // With every expert inside the budget nothing is ever evicted, and predicting would
+    // only add its router products to every decode layer.
+    let predictor = (opts.predict_depth > 0 && budgets.expert < index.expert_bytes)
         .then(|| predictor(index, &files, opts.predict_depth))
         .flatten();
     let layers = index
