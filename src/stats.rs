@@ -88,6 +88,9 @@ pub struct PagerCounters {
     pub prefetch_issued: Counter,
     pub prefetch_useful: Counter,
     pub prefetch_wasted_bytes: Counter,
+    /// Bytes of the speculative reads issued, and of those routing then selected.
+    pub prefetch_issued_bytes: Counter,
+    pub prefetch_useful_bytes: Counter,
     pub layers: Vec<LayerCounters>,
 }
 
@@ -168,6 +171,10 @@ pub struct PrefetchSection {
     pub issued: u64,
     pub useful: u64,
     pub wasted_bytes: u64,
+    #[serde(default)]
+    pub issued_bytes: u64,
+    #[serde(default)]
+    pub useful_bytes: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -403,6 +410,8 @@ impl RunStats {
                 issued: p.prefetch_issued.get(),
                 useful: p.prefetch_useful.get(),
                 wasted_bytes: p.prefetch_wasted_bytes.get(),
+                issued_bytes: p.prefetch_issued_bytes.get(),
+                useful_bytes: p.prefetch_useful_bytes.get(),
             },
             prediction: {
                 let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };

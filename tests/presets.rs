@@ -53,7 +53,10 @@ fn check_preset(model: &Path, dir: &Path) {
             "logits differ at {budget} MiB {extra:?}"
         );
         if extra == ["--no-predict"] {
-            assert_eq!(stats["prefetch"]["issued"], 0, "speculative reads with --no-predict");
+            assert_eq!(
+                stats["prefetch"]["issued"], 0,
+                "speculative reads with --no-predict"
+            );
         }
         if extra == ["--predict"] {
             let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();

@@ -398,6 +398,7 @@ impl<A: Advisor> Pager<A> {
                 self.speculative[s] = false;
                 if selected {
                     self.counters.prefetch_useful.inc();
+                    self.counters.prefetch_useful_bytes.add(self.cost[s]);
                 } else {
                     self.counters.prefetch_wasted_bytes.add(self.cost[s]);
                     self.unlink(s);
@@ -449,6 +450,7 @@ impl<A: Advisor> Pager<A> {
             self.resident_bytes += self.cost[s];
             self.push_head(s);
             self.counters.prefetch_issued.inc();
+            self.counters.prefetch_issued_bytes.add(self.cost[s]);
         }
         if issued {
             self.advisor.flush();

@@ -281,8 +281,10 @@ fn wrong_speculation_is_evicted_first_and_right_one_counts_as_useful() {
     p.speculate(1, [1, 2].into_iter()); // layer 1 predicted: experts 1 and 2
     assert!(p.is_resident(1, 1) && p.is_resident(1, 2));
     assert_eq!(p.counters.prefetch_issued.get(), 2);
+    assert_eq!(p.counters.prefetch_issued_bytes.get(), 2 * EXPERT);
     p.route(1, 1, [1].into_iter()); // 1 was right, 2 was wrong
     assert_eq!(p.counters.prefetch_useful.get(), 1);
+    assert_eq!(p.counters.prefetch_useful_bytes.get(), EXPERT);
     assert_eq!(p.counters.prefetch_wasted_bytes.get(), EXPERT);
     assert_eq!(p.counters.hits.get(), 1, "the prefetched expert is a hit");
     // Budget 4: resident are (0,0), (1,1), (1,2). Two new experts need one eviction: the
