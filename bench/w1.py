@@ -114,7 +114,7 @@ def main():
         trace = os.path.join(tmp, "trace.bin")
         decode = ab(a.bin, model, tmp, "decode", budgets, a.runs,
                     ["-f", PROMPT, "-n", "64", "--configs", "reference,epm",
-                     "--epm-arg=--trace-file=" + trace])
+                     "--epm-arg=--trace-file=" + trace, "--epm-arg=--predict"])
         # Kernel paging at the machine's read_ahead_kb takes 10-13 minutes per 64-token run
         # here; it is I/O-bound and steady (within 4% over 3 runs before), so it runs
         # --kernel-runs times (each with its own reference for the byte-exact check).
@@ -122,7 +122,7 @@ def main():
                     ["-f", PROMPT, "-n", "64", "--configs", "reference,kernel"])
         ra128 = None if a.skip_ra128 else ab(
             a.bin, model, tmp, "ra128", budgets, a.runs,
-            ["-f", PROMPT, "-n", "64", "--kernel-readahead-kb", "128"])
+            ["-f", PROMPT, "-n", "64", "--kernel-readahead-kb", "128", "--epm-arg=--predict"])
         # Prefill with half of the expert bytes resident, at ubatch 512: every ubatch selects
         # nearly all of a layer's experts, so fewer, bigger ubatches mean fewer reloads.
         plan512 = json.loads(run([a.bin, "plan", "-m", model, "-c", "4096", "--ubatch-size",

@@ -190,11 +190,11 @@ struct GenerateArgs {
     /// I/O threads for `--prefetch populate`.
     #[arg(long, default_value_t = 4)]
     io_threads: usize,
-    /// Cross-layer prediction (the default): while a layer computes, apply the next layer's
-    /// router to its hidden state and prefetch the experts it would pick (decode steps only).
+    /// Cross-layer prediction: while a layer computes, apply the next layer's router to its
+    /// hidden state and prefetch the experts it would pick (decode steps only).
     #[arg(long, overrides_with = "no_predict")]
     predict: bool,
-    /// Turn cross-layer prediction off: read only the experts routing selected.
+    /// Cross-layer prediction off (the default): read only the experts routing selected.
     #[arg(long = "no-predict", overrides_with = "predict")]
     no_predict: bool,
     /// How many MoE layers ahead to predict and prefetch (1-8). Deeper predictions start
@@ -476,7 +476,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         } else {
             os::Prefetch::WillNeed
         },
-        predict_depth: if a.no_predict { 0 } else { a.predict_depth },
+        predict_depth: if a.predict { a.predict_depth } else { 0 },
     };
     let params = GenerateParams {
         prompt,

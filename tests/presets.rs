@@ -27,7 +27,7 @@ fn check_preset(model: &Path, dir: &Path) {
         ids.len()
     );
     assert!(ref_logits.iter().len() > 0);
-    // Demand paging without and with cross-layer prediction (the default) at two budgets,
+    // Demand paging without (the default) and with cross-layer prediction at two budgets,
     // and prefetch on a thread pool, at the tighter one, where speculative reads compete
     // hardest for the budget.
     let min = min_mb.to_string();

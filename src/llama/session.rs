@@ -441,8 +441,11 @@ fn predictor(
         // A bias outside the mapping is left out: predictions are then plain top-k.
         if let Some((file, offset)) = r.selection_bias {
             let addr = files[file].addr_of(offset);
-            if files[file].contains(addr, n_expert * 4) {
-                biases[r.layer as usize] = addr;
+            if let Some(slot) = biases
+                .get_mut(r.layer as usize)
+                .filter(|_| files[file].contains(addr, n_expert * 4))
+            {
+                *slot = addr;
             }
         }
     }
