@@ -10,6 +10,8 @@ before every run; alternating; medians to --out with the machine and the command
 """
 import argparse, json, os, platform, statistics, subprocess, sys, tempfile
 
+from prefetch_ab import drop_cache
+
 
 def queue_dir(path):
     dev = os.stat(path).st_dev
@@ -18,12 +20,6 @@ def queue_dir(path):
         if os.path.isdir(q):
             return q
     sys.exit(f"no block-device queue in sysfs for {path}")
-
-
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    os.close(fd)
 
 
 def main():
