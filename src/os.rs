@@ -298,15 +298,11 @@ fn mincore_count(addr: *mut libc::c_void, len: usize) -> u64 {
     vec.iter().filter(|&&b| b & 1 != 0).count() as u64
 }
 
-/// Bytes of `path` in the page cache, measured by mapping it afresh and asking mincore.
-pub fn file_cache_resident_bytes(path: &Path) -> io::Result<u64> {
-    let file = File::open(path)?;
-    let len = file.metadata()?.len() as usize;
-    if len == 0 {
-        return Ok(0);
-    }
-    // SAFETY: a fresh PROT_READ, MAP_SHARED mapping of an open file; nothing reads through it,
-    // and it is unmapped before returning.
+/// A fresh `PROT_READ`, `MAP_SHARED` mapping of the first `len` bytes of `file`. The caller
+/// unmaps it.
+fn map_read_shared(file: &File, len: usize) -> io::Result<*mut libc::c_void> {
+    // SAFETY: a new read-only mapping of an open file chosen by the kernel: it overlaps no
+    // existing memory, and nothing can write through it.
     let addr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -320,6 +316,17 @@ pub fn file_cache_resident_bytes(path: &Path) -> io::Result<u64> {
     if addr == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    Ok(addr)
+}
+
+/// Bytes of `path` in the page cache, measured by mapping it afresh and asking mincore.
+pub fn file_cache_resident_bytes(path: &Path) -> io::Result<u64> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len() as usize;
+    if len == 0 {
+        return Ok(0);
+    }
+    let addr = map_read_shared(&file, len)?;
     let pages = mincore_count(addr, len);
     // SAFETY: `addr`/`len` are exactly the mapping created above.
     unsafe { libc::munmap(addr, len) };
@@ -739,19 +746,8 @@ mod tests {
             std::fs::write(&path, vec![7u8; len]).unwrap();
             let f = File::open(&path).unwrap();
             f.sync_all().unwrap();
-            // SAFETY: a fresh PROT_READ, MAP_SHARED mapping of an open file of `len` bytes;
-            // it is unmapped in Drop and nothing writes through it.
-            let addr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ,
-                    libc::MAP_SHARED,
-                    f.as_raw_fd(),
-                    0,
-                )
-            };
-            assert_ne!(addr, libc::MAP_FAILED);
+            // Unmapped in Drop.
+            let addr = map_read_shared(&f, len).unwrap();
             TestMap {
                 addr,
                 len,

@@ -422,7 +422,14 @@ impl HookState {
             .as_mut()
             .filter(|p| n_tokens <= p.max_tokens)
         {
-            if let Some(x) = router_input(t) {
+            // The last routed layer has nothing to predict: skip the graph walk.
+            let has_next = pred
+                .next_layer
+                .get(layer as usize)
+                .copied()
+                .flatten()
+                .is_some();
+            if let Some(x) = has_next.then(|| router_input(t)).flatten() {
                 // Nearest layer first: its reads are needed soonest.
                 let mut ahead = layer;
                 for _ in 0..pred.depth {
