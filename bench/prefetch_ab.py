@@ -14,6 +14,15 @@ def drop_cache(path):
     os.close(fd)
 
 
+def cached_bytes(path):
+    """Bytes of `path` in the page cache after the run (util-linux fincore), or None."""
+    try:
+        out = subprocess.run(["fincore", "-b", "-n", "-o", "RES", path], capture_output=True, text=True, check=True)
+        return int(out.stdout.split()[0])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", required=True)
@@ -61,7 +70,12 @@ def main():
                                   "decode_steps": s["io"].get("decode_steps"),
                                   "hook_decode_busy_us": s["hook"].get("decode_busy_us"),
                                   "will_need_us": s["io"].get("will_need_us"),
-                                  "evict_us": s["io"].get("evict_us")})
+                                  "evict_us": s["io"].get("evict_us"),
+                                  "late_evictions": s["io"].get("late_evictions"),
+                                  "redrops": s["io"].get("redrops"),
+                                  "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit"),
+                                  "model_cached_after_bytes": cached_bytes(a.model),
+                                  "expert_budget_bytes": s["expert_budget_bytes"]})
             print(name, rep, results[name][-1], flush=True)
     summary = {}
     for name, rows in results.items():

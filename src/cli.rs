@@ -10,7 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use epm::gguf::{GgufError, GgufModel, ModelIndex};
-use epm::llama::{self, ChatTurn, GenerateParams, PagerMode, SessionError, SessionOptions};
+use epm::llama::{
+    self, ChatTurn, GenerateParams, PagerMode, Prediction, SessionError, SessionOptions,
+};
 use epm::plan::{self, RunShape};
 use epm::stats::{self, PagerCounters, RunStats};
 use epm::{harness, os, synth};
@@ -190,11 +192,12 @@ struct GenerateArgs {
     /// I/O threads for `--prefetch populate`.
     #[arg(long, default_value_t = 4)]
     io_threads: usize,
-    /// Cross-layer prediction: while a layer computes, apply the next layer's router to its
-    /// hidden state and prefetch the experts it would pick (decode steps only).
+    /// Cross-layer prediction (the default where the kernel has cachestat, Linux 6.5): while a
+    /// layer computes, apply the next layer's router to its hidden state and prefetch the
+    /// experts it would pick (decode steps only).
     #[arg(long, overrides_with = "no_predict")]
     predict: bool,
-    /// Cross-layer prediction off (the default): read only the experts routing selected.
+    /// Cross-layer prediction off: read only the experts routing selected.
     #[arg(long = "no-predict", overrides_with = "predict")]
     no_predict: bool,
     /// How many MoE layers ahead to predict and prefetch (1-8). Deeper predictions start
@@ -476,7 +479,15 @@ fn generate(a: GenerateArgs) -> Result<()> {
         } else {
             os::Prefetch::WillNeed
         },
-        predict_depth: if a.predict { a.predict_depth } else { 0 },
+        prediction: match (a.predict, a.no_predict) {
+            (true, _) => Prediction::On {
+                depth: a.predict_depth,
+            },
+            (_, true) => Prediction::Off,
+            _ => Prediction::Default {
+                depth: a.predict_depth,
+            },
+        },
     };
     let params = GenerateParams {
         prompt,

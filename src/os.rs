@@ -276,6 +276,23 @@ impl FileMapping {
         e - s
     }
 
+    /// Whether [`FileMapping::any_cached`] sees pages whose read is still in flight: the
+    /// kernel has `cachestat` (Linux 6.5) and lets this process call it.
+    pub fn sees_reads_in_flight(&self) -> bool {
+        cachestat_pages(&self.fd, 0, self.page).is_some()
+    }
+
+    /// Whether any page of a file range is in the page cache, counting pages whose read is
+    /// still in flight where the kernel can tell (`cachestat`, Linux 6.5); allocation-free.
+    /// Without cachestat, only pages already read count (mincore).
+    pub fn any_cached(&self, offset: u64, len: u64) -> bool {
+        let (s, e) = outward(offset, len, self.page);
+        match cachestat_pages(&self.fd, s, e - s) {
+            Some(pages) => pages > 0,
+            None => self.mapped(s, e).any(|(addr, len)| mincore_any(addr, len)),
+        }
+    }
+
     /// Bytes of a file range whose pages are in the page cache (mincore over the mapping).
     pub fn resident_bytes(&self, offset: u64, len: u64) -> u64 {
         let (s, e) = outward(offset, len, self.page);
@@ -283,6 +300,82 @@ impl FileMapping {
             .map(|(addr, len)| mincore_count(addr, len) * self.page)
             .sum()
     }
+}
+
+/// The `cachestat` system call's number: 451 in the generic table and on x86_64.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+const SYS_CACHESTAT: Option<libc::c_long> = Some(451);
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+const SYS_CACHESTAT: Option<libc::c_long> = None;
+
+/// `struct cachestat_range` of `<linux/mman.h>`.
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+/// `struct cachestat` of `<linux/mman.h>`.
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// Pages of `file`'s range `[off, off+len)` in the page cache, pages still being read
+/// included (mincore reports only pages whose read completed). `None` where the kernel
+/// lacks cachestat (before 6.5) or a sandbox refuses it.
+fn cachestat_pages(file: &File, off: u64, len: u64) -> Option<u64> {
+    let nr = SYS_CACHESTAT?;
+    if len == 0 {
+        return Some(0);
+    }
+    let range = CachestatRange { off, len };
+    let mut out = Cachestat::default();
+    // SAFETY: `range` and `out` are live, properly laid out `repr(C)` copies of the kernel's
+    // structs for the call's duration; flags must be 0; `file` is an open descriptor.
+    let rc = unsafe {
+        libc::syscall(
+            nr,
+            file.as_raw_fd(),
+            &range as *const CachestatRange,
+            &mut out as *mut Cachestat,
+            0u32,
+        )
+    };
+    (rc == 0).then_some(out.nr_cache)
+}
+
+/// Whether any page of `[addr, addr+len)` is resident per mincore, without allocating.
+/// `addr` must be page-aligned and mapped.
+fn mincore_any(addr: *mut libc::c_void, len: usize) -> bool {
+    let page = page_size();
+    let mut vec = [0u8; 512];
+    let mut done = 0;
+    while done < len {
+        let part = (len - done).min(vec.len() * page);
+        // SAFETY: `addr + done` is page-aligned (`done` advances in whole pages) and
+        // `[addr+done, addr+done+part)` lies in the mapped range (checked by callers); `vec`
+        // has one byte for each of its at most 512 pages, as mincore requires.
+        let rc = unsafe { libc::mincore(addr.wrapping_byte_add(done), part, vec.as_mut_ptr()) };
+        if rc == 0 && vec[..part.div_ceil(page)].iter().any(|&b| b & 1 != 0) {
+            return true;
+        }
+        done += part;
+    }
+    false
 }
 
 /// Pages of `[addr, addr+len)` resident per mincore. `addr` must be page-aligned and mapped.
@@ -333,6 +426,12 @@ pub fn file_cache_resident_bytes(path: &Path) -> io::Result<u64> {
     Ok(pages * page_size() as u64)
 }
 
+/// Whether the kernel shows this process the pages of `path` still being read (`cachestat`,
+/// Linux 6.5): the condition for cross-layer prediction by default.
+pub fn file_sees_reads_in_flight(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| cachestat_pages(&f, 0, page_size() as u64).is_some())
+}
+
 /// Drop a whole file from the page cache (`POSIX_FADV_DONTNEED`); pages mapped elsewhere stay.
 pub fn drop_file_cache(path: &Path) -> io::Result<()> {
     let file = File::open(path)?;
@@ -356,15 +455,22 @@ pub enum Prefetch {
     PopulateRead { threads: usize },
 }
 
-/// Wall time the [`OsAdvisor`] spends in its system calls, on whichever thread made them.
+/// Wall time the [`OsAdvisor`] spends in its system calls, on whichever thread made them, and
+/// how often an eviction had to be repeated.
 #[derive(Debug, Default)]
-pub struct IoTimers {
+pub struct IoCounters {
     /// `MADV_WILLNEED` calls: page-cache allocation and read submission (not the reads).
     pub will_need_ns: AtomicU64,
     /// `MADV_DONTNEED` + `POSIX_FADV_DONTNEED` calls.
     pub evict_ns: AtomicU64,
     /// Waiting for the `MADV_POPULATE_READ` pool (`--prefetch populate`).
     pub populate_wait_ns: AtomicU64,
+    /// Evictions after which the page cache still held part of the range (pages under read
+    /// I/O, which the kernel skips), and the drops repeated until it held none.
+    pub late_evictions: AtomicU64,
+    pub redrops: AtomicU64,
+    /// Late evictions that found the re-drop list full and were left cached.
+    pub redrop_overflows: AtomicU64,
 }
 
 fn add_elapsed(counter: &AtomicU64, since: Instant) {
@@ -372,41 +478,130 @@ fn add_elapsed(counter: &AtomicU64, since: Instant) {
 }
 
 /// The real [`Advisor`]: pager decisions become madvise/fadvise calls on llama.cpp's mapping.
+///
+/// Invariants:
+/// 1. every range in `redrop` is page-aligned, was evicted, and has not been advised in
+///    since: `will_need` trims any part of it that a later read covers, so a re-drop can
+///    only drop pages the pager counts as evicted;
+/// 2. `redrop` and `batch` never grow past the capacity reserved in `new`, so the hook's
+///    calls never allocate.
 pub struct OsAdvisor {
     pub files: Vec<FileMapping>,
-    timers: Arc<IoTimers>,
+    counters: Arc<IoCounters>,
     pool: Option<PopulatePool>,
     /// Page ranges collected for the pool until `flush`; capacity reserved up front.
     batch: Vec<(usize, usize)>,
+    /// Evicted ranges the page cache still held right after the drop: a wrong speculative
+    /// read can be evicted while its I/O is in flight, and the kernel skips pages under I/O.
+    /// Dropped again at every `flush` until clean.
+    redrop: Vec<FileRange>,
 }
 
 impl OsAdvisor {
-    pub fn new(files: Vec<FileMapping>, prefetch: Prefetch, timers: Arc<IoTimers>) -> OsAdvisor {
+    pub fn new(
+        files: Vec<FileMapping>,
+        prefetch: Prefetch,
+        counters: Arc<IoCounters>,
+    ) -> OsAdvisor {
         let pool = match prefetch {
             Prefetch::WillNeed => None,
             Prefetch::PopulateRead { threads } => Some(PopulatePool::new(threads.max(1))),
         };
         OsAdvisor {
             files,
-            timers,
+            counters,
             pool,
             batch: Vec::with_capacity(1 << 14),
+            redrop: Vec::with_capacity(REDROP_CAPACITY),
         }
+    }
+
+    /// Ranges still waiting to be dropped again (see `redrop`).
+    pub fn pending_redrops(&self) -> usize {
+        self.redrop.len()
+    }
+
+    /// Drop every range of `redrop` again; keep those the page cache still holds.
+    fn retry_redrops(&mut self) {
+        if self.redrop.is_empty() {
+            return;
+        }
+        let t = Instant::now();
+        let mut i = 0;
+        while i < self.redrop.len() {
+            let r = self.redrop[i];
+            let m = &self.files[r.file as usize];
+            m.evict(r.offset, r.len);
+            self.counters.redrops.fetch_add(1, Ordering::Relaxed);
+            if m.any_cached(r.offset, r.len) {
+                i += 1;
+            } else {
+                self.redrop.swap_remove(i);
+            }
+        }
+        add_elapsed(&self.counters.evict_ns, t);
     }
 }
 
+/// Remove `[start, end)` of `file` from every range of `list`, never growing `list` past its
+/// capacity: a range cut in two keeps only its larger side when the list is full.
+fn remove_span(list: &mut Vec<FileRange>, file: u32, start: u64, end: u64) {
+    let mut i = 0;
+    while i < list.len() {
+        let r = list[i];
+        let (rs, re) = (r.offset, r.offset + r.len);
+        if r.file != file || re <= start || end <= rs {
+            i += 1;
+            continue;
+        }
+        let before = (rs < start).then_some((rs, start));
+        let after = (end < re).then_some((end, re));
+        let piece = |(s, e): (u64, u64)| FileRange {
+            file,
+            offset: s,
+            len: e - s,
+        };
+        match (before, after) {
+            (None, None) => {
+                list.swap_remove(i);
+                continue;
+            }
+            (Some(b), None) => list[i] = piece(b),
+            (None, Some(a)) => list[i] = piece(a),
+            (Some(b), Some(a)) => {
+                if list.len() < list.capacity() {
+                    list[i] = piece(b);
+                    list.push(piece(a));
+                } else {
+                    let larger = if b.1 - b.0 >= a.1 - a.0 { b } else { a };
+                    list[i] = piece(larger);
+                }
+            }
+        }
+        i += 1;
+    }
+}
+
+/// Evicted ranges that may wait for a re-drop at once. Each is one expert slice; more than
+/// this many late evictions between two routing steps is far beyond what was measured.
+const REDROP_CAPACITY: usize = 4096;
+
 impl Advisor for OsAdvisor {
     fn will_need(&mut self, r: FileRange) {
+        let page = self.files[r.file as usize].page;
+        let (s, e) = outward(r.offset, r.len, page);
+        if !self.redrop.is_empty() {
+            remove_span(&mut self.redrop, r.file, s, e);
+        }
         let m = &self.files[r.file as usize];
         // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
         // mapping, POPULATE_READ alone would fault and read one page at a time.
         let t = Instant::now();
         m.will_need(r.offset, r.len);
-        add_elapsed(&self.timers.will_need_ns, t);
+        add_elapsed(&self.counters.will_need_ns, t);
         if self.pool.is_none() {
             return;
         }
-        let (s, e) = outward(r.offset, r.len, m.page);
         for (addr, len) in m.mapped(s, e) {
             self.batch.push((addr as usize, len));
         }
@@ -414,8 +609,24 @@ impl Advisor for OsAdvisor {
 
     fn evict(&mut self, r: FileRange) -> u64 {
         let t = Instant::now();
-        let dropped = self.files[r.file as usize].evict(r.offset, r.len);
-        add_elapsed(&self.timers.evict_ns, t);
+        let m = &self.files[r.file as usize];
+        let dropped = m.evict(r.offset, r.len);
+        let (s, e) = inward(r.offset, r.len, m.page);
+        if dropped > 0 && m.any_cached(s, e - s) {
+            self.counters.late_evictions.fetch_add(1, Ordering::Relaxed);
+            if self.redrop.len() < self.redrop.capacity() {
+                self.redrop.push(FileRange {
+                    file: r.file,
+                    offset: s,
+                    len: e - s,
+                });
+            } else {
+                self.counters
+                    .redrop_overflows
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        add_elapsed(&self.counters.evict_ns, t);
         dropped
     }
 
@@ -423,8 +634,19 @@ impl Advisor for OsAdvisor {
         if let Some(pool) = &self.pool {
             let t = Instant::now();
             pool.populate_all(&self.batch);
-            add_elapsed(&self.timers.populate_wait_ns, t);
+            add_elapsed(&self.counters.populate_wait_ns, t);
             self.batch.clear();
+        }
+        self.retry_redrops();
+    }
+
+    fn finish(&mut self) {
+        // The reads still in flight complete within milliseconds; give them a second at most.
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        self.retry_redrops();
+        while !self.redrop.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            self.retry_redrops();
         }
     }
 }
@@ -764,6 +986,114 @@ mod tests {
         }
     }
 
+    /// Evict `[0, len)` until mincore finds none of it cached (earlier reads may be in flight).
+    fn drop_all_pages(m: &FileMapping, len: u64) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            m.evict(0, len);
+            if m.resident_bytes(0, len) == 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "pages stayed cached");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn an_eviction_racing_its_read_is_completed_by_finish() {
+        let len = 8u64 << 20;
+        let map = TestMap::new(len as usize);
+        let m = FileMapping::find(&map.path).unwrap();
+        m.set_random(0, len);
+        drop_all_pages(&m, len);
+        let sees_reads = m.sees_reads_in_flight();
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone());
+        // A wrong guess evicted at once: its read is still in flight, the kernel skips those
+        // pages, and they land in the page cache after the drop.
+        let guess = FileRange {
+            file: 0,
+            offset: 1 << 20,
+            len: 4 << 20,
+        };
+        advisor.will_need(guess);
+        assert!(advisor.evict(guess) > 0);
+        advisor.finish();
+        if !sees_reads {
+            eprintln!("note: no cachestat here; reads in flight are invisible to the pager");
+            return;
+        }
+        assert_eq!(advisor.pending_redrops(), 0);
+        // Any read still running would have finished by now; none of the range is cached.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!advisor.files[0].any_cached(0, len));
+        assert_eq!(advisor.files[0].resident_bytes(0, len), 0);
+        eprintln!(
+            "late evictions {}, re-drops {}",
+            counters.late_evictions.load(Ordering::Relaxed),
+            counters.redrops.load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn a_read_cancels_the_redrop_of_its_pages() {
+        let len = 8u64 << 20;
+        let map = TestMap::new(len as usize);
+        let m = FileMapping::find(&map.path).unwrap();
+        m.set_random(0, len);
+        drop_all_pages(&m, len);
+        let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, Arc::default());
+        let expert = FileRange {
+            file: 0,
+            offset: 1 << 20,
+            len: 2 << 20,
+        };
+        advisor.will_need(expert);
+        advisor.evict(expert);
+        // Selected again right away: the pages are the pager's again and must stay cached.
+        advisor.will_need(expert);
+        assert_eq!(advisor.pending_redrops(), 0);
+        advisor.finish();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while advisor.files[0].resident_bytes(expert.offset, expert.len) < expert.len {
+            assert!(Instant::now() < deadline, "the re-read expert was dropped");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn remove_span_trims_splits_and_keeps_its_capacity() {
+        let r = |file, offset, end| FileRange {
+            file,
+            offset,
+            len: end - offset,
+        };
+        let mut list = Vec::with_capacity(4);
+        list.extend([r(0, 0, 100), r(0, 200, 300), r(1, 0, 100), r(0, 400, 500)]);
+        // Covers all of [200, 300), the end of [0, 100) and nothing of file 1.
+        remove_span(&mut list, 0, 50, 300);
+        list.sort_by_key(|x| (x.file, x.offset));
+        assert_eq!(list, vec![r(0, 0, 50), r(0, 400, 500), r(1, 0, 100)]);
+        // The middle of a range splits it in two while there is room.
+        remove_span(&mut list, 0, 420, 440);
+        list.sort_by_key(|x| (x.file, x.offset));
+        assert_eq!(
+            list,
+            vec![r(0, 0, 50), r(0, 400, 420), r(0, 440, 500), r(1, 0, 100)]
+        );
+        // Full: the larger side stays, the list does not grow.
+        remove_span(&mut list, 0, 10, 20);
+        list.sort_by_key(|x| (x.file, x.offset));
+        assert_eq!(list.len(), 4);
+        assert_eq!(list.capacity(), 4);
+        assert_eq!(list[0], r(0, 20, 50));
+        // Disjoint spans change nothing.
+        let before = list.clone();
+        remove_span(&mut list, 0, 50, 400);
+        remove_span(&mut list, 2, 0, 1000);
+        assert_eq!(list, before);
+    }
+
     #[test]
     fn will_need_reads_all_of_a_range_longer_than_the_window() {
         let map = TestMap::new(8 << 20);
@@ -773,15 +1103,8 @@ mod tests {
         m.willneed_chunk = 128 << 10;
         m.set_random(0, 8 << 20);
         let (offset, len) = (1 << 20, 3 << 20);
+        drop_all_pages(&m, 8 << 20);
         let deadline = Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            m.evict(0, 8 << 20);
-            if m.resident_bytes(0, 8 << 20) == 0 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "pages stayed cached");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
         assert!(m.will_need(offset, len));
         while m.resident_bytes(offset, len) < len {
             assert!(Instant::now() < deadline, "the range was not read in full");

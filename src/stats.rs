@@ -138,9 +138,11 @@ pub struct RunStats {
     /// Wall time inside the hook for routed layers, all ubatches and decode (1-token) only.
     pub hook_ns: Counter,
     pub hook_decode_ns: Counter,
-    pub io_timers: Arc<os::IoTimers>,
+    pub io_counters: Arc<os::IoCounters>,
     /// The longest range one readahead call reads in full (smallest over the model's files).
     pub willneed_chunk_bytes: Counter,
+    /// Set at the end of a paged run: see `ExpertsSection::stray_cache_bytes_at_exit`.
+    pub stray_expert_cache: Counter,
     pub hook_panicked: AtomicBool,
     pub complete: AtomicBool,
     pub generated_ids: Mutex<Vec<i32>>,
@@ -227,6 +229,10 @@ pub struct ExpertsSection {
     pub resident_peak_bytes: u64,
     pub overruns: u64,
     pub guard_shrinks: u64,
+    /// Measured (mincore) when the run ends: bytes of experts the pager does not count as
+    /// resident that the page cache holds anyway. 0 is the pager's promise; written at exit.
+    #[serde(default)]
+    pub stray_cache_bytes_at_exit: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -250,6 +256,15 @@ pub struct IoSection {
     /// than the device's max(read_ahead_kb, max_sectors_kb) per call.
     #[serde(default)]
     pub willneed_chunk_bytes: u64,
+    /// Evictions after which part of the range was still cached (its read in flight), the
+    /// repeated drops that followed, and late evictions left cached because the list of
+    /// ranges to drop again was full.
+    #[serde(default)]
+    pub late_evictions: u64,
+    #[serde(default)]
+    pub redrops: u64,
+    #[serde(default)]
+    pub redrop_overflows: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -357,6 +372,7 @@ impl RunStats {
                 resident_peak_bytes: p.resident_peak_bytes.get(),
                 overruns: p.overruns.get(),
                 guard_shrinks: p.guard_shrinks.get(),
+                stray_cache_bytes_at_exit: self.stray_expert_cache.get(),
             },
             io: IoSection {
                 read_bytes,
@@ -370,10 +386,13 @@ impl RunStats {
                     at => read_bytes.saturating_sub(at),
                 },
                 decode_steps: self.decode_steps.get(),
-                will_need_us: self.io_timers.will_need_ns.load(Ordering::Relaxed) / 1000,
-                evict_us: self.io_timers.evict_ns.load(Ordering::Relaxed) / 1000,
-                populate_wait_us: self.io_timers.populate_wait_ns.load(Ordering::Relaxed) / 1000,
+                will_need_us: self.io_counters.will_need_ns.load(Ordering::Relaxed) / 1000,
+                evict_us: self.io_counters.evict_ns.load(Ordering::Relaxed) / 1000,
+                populate_wait_us: self.io_counters.populate_wait_ns.load(Ordering::Relaxed) / 1000,
                 willneed_chunk_bytes: self.willneed_chunk_bytes.get(),
+                late_evictions: self.io_counters.late_evictions.load(Ordering::Relaxed),
+                redrops: self.io_counters.redrops.load(Ordering::Relaxed),
+                redrop_overflows: self.io_counters.redrop_overflows.load(Ordering::Relaxed),
             },
             memory: MemorySection {
                 peak_rss_bytes: self.peak_rss.get(),

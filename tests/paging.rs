@@ -100,6 +100,12 @@ fn minimum_budget_holds_under_a_hard_cap() {
         assert!(cg.max_usage() <= budget);
     }
     // The model's page cache holds no more than the expert budget plus non-expert bytes.
+    // Prediction is on by default where the kernel shows reads in flight, and its wrong
+    // guesses, evicted while still being read, are dropped again.
+    if epm::os::file_sees_reads_in_flight(&model) {
+        assert!(stats["prefetch"]["issued"].as_u64().unwrap() > 0);
+        assert_eq!(stats["experts"]["stray_cache_bytes_at_exit"], 0);
+    }
     let cached = epm::os::file_cache_resident_bytes(&model).unwrap();
     let expert_budget = stats["expert_budget_bytes"].as_u64().unwrap();
     let non_expert = plan["non_expert_bytes"].as_u64().unwrap();
@@ -250,6 +256,10 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
             stats["experts"]["resident_peak_bytes"].as_u64().unwrap()
                 <= stats["expert_budget_bytes"].as_u64().unwrap()
         );
+        // Wrong guesses leave no pages behind in the page cache.
+        if epm::os::file_sees_reads_in_flight(&model) {
+            assert_eq!(stats["experts"]["stray_cache_bytes_at_exit"], 0);
+        }
         // The hook's own time and the advisor's system calls are measured.
         assert!(stats["hook"]["decode_busy_us"].as_u64().unwrap() > 0);
         assert!(

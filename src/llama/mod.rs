@@ -6,5 +6,6 @@ pub mod hook;
 mod session;
 
 pub use session::{
-    run, ChatTurn, GenerateParams, GenerationOutcome, PagerMode, SessionError, SessionOptions,
+    run, ChatTurn, GenerateParams, GenerationOutcome, PagerMode, Prediction, SessionError,
+    SessionOptions,
 };

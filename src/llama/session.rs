@@ -82,9 +82,24 @@ pub struct SessionOptions {
     pub trace_file: Option<PathBuf>,
     /// How missing experts are read in.
     pub prefetch: os::Prefetch,
-    /// Predict the experts of the next this-many MoE layers and prefetch them (decode only;
-    /// 0: off).
-    pub predict_depth: u32,
+    /// Cross-layer prediction of the experts of the next MoE layers (decode only).
+    pub prediction: Prediction,
+}
+
+/// Whether to predict the next layers' experts and read them in early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prediction {
+    Off,
+    /// Asked for explicitly: on, with a warning where the kernel cannot show reads in flight.
+    On {
+        depth: u32,
+    },
+    /// The default: on where the kernel can show reads in flight (`cachestat`), off elsewhere.
+    /// A wrong guess may be evicted while it is still being read; the kernel keeps such pages,
+    /// and only cachestat lets the pager find them and drop them again.
+    Default {
+        depth: u32,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -251,6 +266,16 @@ pub fn run(
         ChatTurn::Once(p) => generate(&model, &mut ctx, &hook, &p, &stats, out)?,
         ChatTurn::Chat(p) => chat(&model, &mut ctx, &hook, &p, &stats, out)?,
     };
+    if let Some(active) = hook.active.lock().ok().as_mut().and_then(|a| a.as_mut()) {
+        active.pager.finish();
+        let stray = stray_expert_cache_bytes(active);
+        stats.stray_expert_cache.set(stray);
+        if stray > 0 {
+            tracing::warn!(
+                "{stray} bytes of evicted experts are still in the page cache at exit, outside the budget's accounting"
+            );
+        }
+    }
     drop(ctx);
     drop(hook);
     Ok(outcome)
@@ -335,8 +360,9 @@ fn attach(
     }
     // With every expert inside the budget nothing is ever evicted, and predicting would
     // only add its router products to every decode layer.
-    let predictor = (opts.predict_depth > 0 && budgets.expert < index.expert_bytes)
-        .then(|| predictor(index, &files, opts.predict_depth))
+    let depth = prediction_depth(opts.prediction, &files);
+    let predictor = (depth > 0 && budgets.expert < index.expert_bytes)
+        .then(|| predictor(index, &files, depth))
         .flatten();
     let layers = index
         .layers
@@ -355,7 +381,7 @@ fn attach(
         })
         .collect();
     let pager = Pager::new(
-        OsAdvisor::new(files, opts.prefetch, stats.io_timers.clone()),
+        OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone()),
         PagerConfig {
             expert_budget_bytes: budgets.expert,
             hot_window_tokens: budgets.hot_window_tokens,
@@ -406,6 +432,44 @@ fn drop_file_pages(files: &[FileMapping], sizes: &[u64], ranges: &[Vec<(u64, u64
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// How many layers ahead to predict (0: off), given the request and the kernel.
+fn prediction_depth(prediction: Prediction, files: &[FileMapping]) -> u32 {
+    let sees_reads = files.iter().all(FileMapping::sees_reads_in_flight);
+    match prediction {
+        Prediction::Off => 0,
+        Prediction::On { depth } => {
+            if !sees_reads {
+                tracing::warn!(
+                    "this kernel has no cachestat (Linux 6.5): a wrong guess evicted while it is still being read stays in the page cache, outside the budget"
+                );
+            }
+            depth
+        }
+        Prediction::Default { depth } if sees_reads => depth,
+        Prediction::Default { .. } => {
+            tracing::info!(
+                "cross-layer prediction off: this kernel has no cachestat (Linux 6.5), which the pager needs to drop wrong guesses still being read; --predict turns it on anyway"
+            );
+            0
+        }
+    }
+}
+
+/// Bytes of non-resident experts' pages found in the page cache: pages the pager dropped
+/// (or never read) that are cached anyway, outside the budget's accounting.
+fn stray_expert_cache_bytes(active: &Active) -> u64 {
+    let page = os::page_size() as u64;
+    let files = &active.pager.advisor().files;
+    active
+        .pager
+        .non_resident_ranges()
+        .map(|r| {
+            let (s, e) = os::inward(r.offset, r.len, page);
+            files[r.file as usize].resident_bytes(s, e - s)
+        })
+        .sum()
 }
 
 /// The cross-layer predictor, when every router is F32 inside the file mapping.

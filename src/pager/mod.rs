@@ -27,6 +27,8 @@ pub trait Advisor {
     /// The `will_need` calls of one routing step are complete; an advisor that batches
     /// them acts now.
     fn flush(&mut self) {}
+    /// The run is over: complete whatever drops are still outstanding.
+    fn finish(&mut self) {}
 }
 
 /// One expert tensor of a layer, as the pager sees it.
@@ -457,6 +459,26 @@ impl<A: Advisor> Pager<A> {
         }
         self.counters.resident_bytes.set(self.resident_bytes);
         self.counters.resident_peak_bytes.max(self.resident_bytes);
+    }
+
+    /// The run is over: let the advisor complete outstanding drops.
+    pub fn finish(&mut self) {
+        self.advisor.finish();
+    }
+
+    /// The ranges an eviction of each non-resident expert covers (see `eviction_range`):
+    /// pages of the file the page cache should not hold. For an end-of-run audit.
+    pub fn non_resident_ranges(&self) -> impl Iterator<Item = FileRange> + '_ {
+        let n = self.n_expert as usize;
+        (0..self.resident.len())
+            .filter(|&s| !self.resident[s])
+            .flat_map(move |s| {
+                let layer_base = s / n * n;
+                self.layers[s / n]
+                    .slices
+                    .iter()
+                    .map(move |sl| self.eviction_range(layer_base, sl, (s % n) as u64))
+            })
     }
 
     /// Outside pressure (measured RSS above the budget): evict unprotected experts until the
