@@ -30,11 +30,12 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("-n", type=int, default=16)
     ap.add_argument("-c", type=int, default=1024)
+    ap.add_argument("-t", "--threads", type=int, default=2, help="llama.cpp threads (2: every core here)")
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("--out", default="validate/prefetch.json")
     ap.add_argument("--modes", default="willneed,populate-2,populate-4,populate-8",
                     help="comma-separated: willneed, populate-2, populate-4, populate-8, predict, "
-                         "predict-2, predict-3 (willneed first)")
+                         "predict-2, predict-3, predict-thread; ratios are against the first")
     ap.add_argument("-f", "--prompt-file", help="prompt from this file (default: a short sentence)")
     a = ap.parse_args()
     # Prediction is on by default: the read modes are compared without it.
@@ -44,7 +45,8 @@ def main():
                  "populate-8": ["--no-predict", "--prefetch", "populate", "--io-threads", "8"],
                  "predict": ["--predict"],
                  "predict-2": ["--predict", "--predict-depth", "2"],
-                 "predict-3": ["--predict", "--predict-depth", "3"]}
+                 "predict-3": ["--predict", "--predict-depth", "3"],
+                 "predict-thread": ["--predict", "--ahead-thread"]}
     modes = [(m, all_modes[m]) for m in a.modes.split(",")]
     tmp = tempfile.mkdtemp()
     results = {m: [] for m, _ in modes}
@@ -54,7 +56,7 @@ def main():
             drop_cache(a.model)
             stats = os.path.join(tmp, f"{name}-{rep}.json")
             prompt = ["-f", a.prompt_file] if a.prompt_file else ["-p", "The quick brown fox jumps over the lazy dog"]
-            cmd = [a.bin, "generate", "-m", a.model] + prompt + ["-n", str(a.n), "-c", str(a.c), "-t", "2", "--ram-budget-mb", str(a.budget_mb),
+            cmd = [a.bin, "generate", "-m", a.model] + prompt + ["-n", str(a.n), "-c", str(a.c), "-t", str(a.threads), "--ram-budget-mb", str(a.budget_mb),
                    "--stats-file", stats] + flags
             subprocess.run(cmd, check=True, capture_output=True)
             s = json.load(open(stats))
@@ -73,6 +75,9 @@ def main():
                                   "evict_us": s["io"].get("evict_us"),
                                   "late_evictions": s["io"].get("late_evictions"),
                                   "redrops": s["io"].get("redrops"),
+                                  "ahead_reads": s["io"].get("ahead_reads"),
+                                  "ahead_will_need_us": s["io"].get("ahead_will_need_us"),
+                                  "ahead_cancelled": s["io"].get("ahead_cancelled"),
                                   "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit"),
                                   "model_cached_after_bytes": cached_bytes(a.model),
                                   "expert_budget_bytes": s["expert_budget_bytes"]})
@@ -80,12 +85,14 @@ def main():
     summary = {}
     for name, rows in results.items():
         summary[name] = {k: statistics.median(r[k] for r in rows) for k in ("decode", "prefill", "read_bytes_per_token", "peak_rss_bytes")}
-        summary[name]["decode_vs_willneed"] = summary[name]["decode"] / summary["willneed"]["decode"]
+        first = modes[0][0]
+        summary[name][f"decode_vs_{first}"] = summary[name]["decode"] / summary[first]["decode"]
         summary[name]["all_same_tokens"] = all(r["same_tokens"] for r in rows)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     json.dump({"command": "python3 bench/prefetch_ab.py " + " ".join(sys.argv[1:]),
                "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()},
-               "budget_mb": a.budget_mb, "summary": summary, "runs": results}, open(a.out, "w"), indent=2)
+               "budget_mb": a.budget_mb, "threads": a.threads, "summary": summary, "runs": results},
+              open(a.out, "w"), indent=2)
     print(json.dumps(summary, indent=1))
 
 

@@ -200,6 +200,14 @@ struct GenerateArgs {
     /// Cross-layer prediction off: read only the experts routing selected.
     #[arg(long = "no-predict", overrides_with = "predict")]
     no_predict: bool,
+    /// Advise predicted experts in from a readahead thread, so the page allocation and read
+    /// submission of a guess leave the compute thread (the default when -t leaves a core
+    /// free).
+    #[arg(long, overrides_with = "no_ahead_thread")]
+    ahead_thread: bool,
+    /// Advise predicted experts in from the hook, on the compute thread.
+    #[arg(long = "no-ahead-thread", overrides_with = "ahead_thread")]
+    no_ahead_thread: bool,
     /// How many MoE layers ahead to predict and prefetch (1-8). Deeper predictions start
     /// reads earlier but are less accurate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
@@ -461,9 +469,8 @@ fn generate(a: GenerateArgs) -> Result<()> {
     let sampler =
         stats::spawn_memory_sampler(stats.clone(), stop.clone(), Duration::from_millis(20));
 
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() as i32));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as i32);
+    let threads = a.threads.unwrap_or(cores);
     let opts = SessionOptions {
         n_ctx: shape.n_ctx,
         n_batch: a.batch.max(shape.n_ubatch),
@@ -487,6 +494,13 @@ fn generate(a: GenerateArgs) -> Result<()> {
             _ => Prediction::Default {
                 depth: a.predict_depth,
             },
+        },
+        // The readahead thread competes with compute for a core: it only pays where one is
+        // left over.
+        ahead_thread: match (a.ahead_thread, a.no_ahead_thread) {
+            (true, _) => true,
+            (_, true) => false,
+            _ => threads < cores,
         },
     };
     let params = GenerateParams {

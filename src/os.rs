@@ -20,6 +20,8 @@ use std::time::Instant;
 
 use crate::pager::{Advisor, FileRange};
 
+mod ahead;
+
 #[derive(Debug, thiserror::Error)]
 pub enum OsError {
     #[error("{path} is not mapped into this process (no VMA in /proc/self/maps)")]
@@ -471,6 +473,11 @@ pub struct IoCounters {
     pub redrops: AtomicU64,
     /// Late evictions that found the re-drop list full and were left cached.
     pub redrop_overflows: AtomicU64,
+    /// Speculative reads advised by the readahead thread, its time in `MADV_WILLNEED`, and
+    /// queued reads cancelled before it got to them (evicted or read on demand first).
+    pub ahead_reads: AtomicU64,
+    pub ahead_will_need_ns: AtomicU64,
+    pub ahead_cancelled: AtomicU64,
 }
 
 fn add_elapsed(counter: &AtomicU64, since: Instant) {
@@ -484,11 +491,17 @@ fn add_elapsed(counter: &AtomicU64, since: Instant) {
 ///    since: `will_need` trims any part of it that a later read covers, so a re-drop can
 ///    only drop pages the pager counts as evicted;
 /// 2. `redrop` and `batch` never grow past the capacity reserved in `new`, so the hook's
-///    calls never allocate.
+///    calls never allocate;
+/// 3. with a readahead thread, every `evict` and `will_need` first cancels the queued
+///    speculative reads of its range, so the thread never reads in evicted pages.
 pub struct OsAdvisor {
-    pub files: Vec<FileMapping>,
+    pub files: Arc<Vec<FileMapping>>,
     counters: Arc<IoCounters>,
     pool: Option<PopulatePool>,
+    /// Speculative reads go to this thread when present (`with_ahead_thread`).
+    ahead: Option<ahead::AheadThread>,
+    /// Ranges were queued for `ahead` since the last `flush`.
+    ahead_queued: bool,
     /// Page ranges collected for the pool until `flush`; capacity reserved up front.
     batch: Vec<(usize, usize)>,
     /// Evicted ranges the page cache still held right after the drop: a wrong speculative
@@ -508,11 +521,36 @@ impl OsAdvisor {
             Prefetch::PopulateRead { threads } => Some(PopulatePool::new(threads.max(1))),
         };
         OsAdvisor {
-            files,
+            files: Arc::new(files),
             counters,
             pool,
+            ahead: None,
+            ahead_queued: false,
             batch: Vec::with_capacity(1 << 14),
             redrop: Vec::with_capacity(REDROP_CAPACITY),
+        }
+    }
+
+    /// Advise speculative reads (`Advisor::will_need_ahead`) from a thread of their own, so
+    /// their page allocation and read submission leave the compute thread. Only with
+    /// `Prefetch::WillNeed`: the populate pool already reads on its own threads.
+    pub fn with_ahead_thread(mut self) -> OsAdvisor {
+        if self.pool.is_none() {
+            self.ahead = Some(ahead::AheadThread::new(
+                self.files.clone(),
+                self.counters.clone(),
+            ));
+        }
+        self
+    }
+
+    /// Cancel the readahead thread's queued reads of `[start, end)` (invariant 3).
+    fn cancel_ahead(&self, file: u32, start: u64, end: u64) {
+        if let Some(a) = &self.ahead {
+            let n = a.cancel(file, start, end);
+            self.counters
+                .ahead_cancelled
+                .fetch_add(n, Ordering::Relaxed);
         }
     }
 
@@ -593,6 +631,7 @@ impl Advisor for OsAdvisor {
         if !self.redrop.is_empty() {
             remove_span(&mut self.redrop, r.file, s, e);
         }
+        self.cancel_ahead(r.file, r.offset, r.offset + r.len);
         let m = &self.files[r.file as usize];
         // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
         // mapping, POPULATE_READ alone would fault and read one page at a time.
@@ -607,8 +646,25 @@ impl Advisor for OsAdvisor {
         }
     }
 
+    fn will_need_ahead(&mut self, r: FileRange) {
+        if let Some(a) = &self.ahead {
+            let (s, e) = outward(r.offset, r.len, self.files[r.file as usize].page);
+            if !self.redrop.is_empty() {
+                remove_span(&mut self.redrop, r.file, s, e);
+            }
+            if a.push(r) {
+                self.ahead_queued = true;
+                return;
+            }
+        }
+        self.will_need(r);
+    }
+
     fn evict(&mut self, r: FileRange) -> u64 {
         let t = Instant::now();
+        // Only a queued read of these very bytes is cancelled: a neighbour's range may share
+        // a page with this one, and its read must go on.
+        self.cancel_ahead(r.file, r.offset, r.offset + r.len);
         let m = &self.files[r.file as usize];
         let dropped = m.evict(r.offset, r.len);
         let (s, e) = inward(r.offset, r.len, m.page);
@@ -631,6 +687,10 @@ impl Advisor for OsAdvisor {
     }
 
     fn flush(&mut self) {
+        if let Some(a) = self.ahead.as_ref().filter(|_| self.ahead_queued) {
+            a.wake();
+            self.ahead_queued = false;
+        }
         if let Some(pool) = &self.pool {
             let t = Instant::now();
             pool.populate_all(&self.batch);
@@ -643,6 +703,9 @@ impl Advisor for OsAdvisor {
     fn finish(&mut self) {
         // The reads still in flight complete within milliseconds; give them a second at most.
         let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        if let Some(a) = &self.ahead {
+            a.clear();
+        }
         self.retry_redrops();
         while !self.redrop.is_empty() && Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(2));
@@ -1059,6 +1122,56 @@ mod tests {
             assert!(Instant::now() < deadline, "the re-read expert was dropped");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    fn the_readahead_thread_reads_guesses_and_never_an_evicted_one() {
+        let len = 16u64 << 20;
+        let map = TestMap::new(len as usize);
+        let m = FileMapping::find(&map.path).unwrap();
+        m.set_random(0, len);
+        drop_all_pages(&m, len);
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor =
+            OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_ahead_thread();
+        let range = |i: u64| FileRange {
+            file: 0,
+            offset: i * (2 << 20),
+            len: 2 << 20,
+        };
+        // Eight guesses; the odd ones are evicted at once, before or while they are read.
+        for i in 0..8 {
+            advisor.will_need_ahead(range(i));
+        }
+        advisor.flush();
+        for i in (1..8).step_by(2) {
+            advisor.evict(range(i));
+        }
+        advisor.flush();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        for i in (0..8).step_by(2) {
+            let r = range(i);
+            while advisor.files[0].resident_bytes(r.offset, r.len) < r.len {
+                assert!(Instant::now() < deadline, "guess {i} was not read in");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        advisor.finish();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        if advisor.files[0].sees_reads_in_flight() {
+            for i in (1..8).step_by(2) {
+                let r = range(i);
+                assert_eq!(
+                    advisor.files[0].resident_bytes(r.offset, r.len),
+                    0,
+                    "evicted guess {i} is cached"
+                );
+            }
+        }
+        let read = counters.ahead_reads.load(Ordering::Relaxed);
+        let cancelled = counters.ahead_cancelled.load(Ordering::Relaxed);
+        assert!(read >= 4, "{read} reads on the thread");
+        assert_eq!(read + cancelled, 8, "{read} read, {cancelled} cancelled");
     }
 
     #[test]

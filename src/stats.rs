@@ -265,6 +265,14 @@ pub struct IoSection {
     pub redrops: u64,
     #[serde(default)]
     pub redrop_overflows: u64,
+    /// Speculative reads advised by the readahead thread (`--ahead-thread`), its wall time
+    /// in `MADV_WILLNEED` (microseconds), and queued reads cancelled before it got to them.
+    #[serde(default)]
+    pub ahead_reads: u64,
+    #[serde(default)]
+    pub ahead_will_need_us: u64,
+    #[serde(default)]
+    pub ahead_cancelled: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -393,6 +401,10 @@ impl RunStats {
                 late_evictions: self.io_counters.late_evictions.load(Ordering::Relaxed),
                 redrops: self.io_counters.redrops.load(Ordering::Relaxed),
                 redrop_overflows: self.io_counters.redrop_overflows.load(Ordering::Relaxed),
+                ahead_reads: self.io_counters.ahead_reads.load(Ordering::Relaxed),
+                ahead_will_need_us: self.io_counters.ahead_will_need_ns.load(Ordering::Relaxed)
+                    / 1000,
+                ahead_cancelled: self.io_counters.ahead_cancelled.load(Ordering::Relaxed),
             },
             memory: MemorySection {
                 peak_rss_bytes: self.peak_rss.get(),

@@ -218,18 +218,24 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     let (ref_logits, ref_stats) = generate(&model, dir.path(), "ref", &["--no-pager"], "48");
     let budget = budget_mb.to_string();
     let mut accuracy_by_depth = Vec::new();
-    for depth in ["1", "3"] {
+    // Depth 1 and 3 with the guesses advised by the hook, and depth 1 again with them on
+    // the readahead thread.
+    for (depth, thread) in [("1", false), ("3", false), ("1", true)] {
+        let mut args = vec![
+            "--ram-budget-mb",
+            &budget,
+            "--predict",
+            "--predict-depth",
+            depth,
+        ];
+        if thread {
+            args.push("--ahead-thread");
+        }
         let (logits, stats) = generate(
             &model,
             dir.path(),
-            &format!("predict{depth}"),
-            &[
-                "--ram-budget-mb",
-                &budget,
-                "--predict",
-                "--predict-depth",
-                depth,
-            ],
+            &format!("predict{depth}{thread}"),
+            &args,
             "48",
         );
         assert_eq!(
@@ -243,6 +249,18 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
         let issued = stats["prefetch"]["issued"].as_u64().unwrap();
         assert!(issued > 0, "no speculative reads: {}", stats["prefetch"]);
         assert!(stats["prefetch"]["useful"].as_u64().unwrap() <= issued);
+        let ahead_reads = stats["io"]["ahead_reads"].as_u64().unwrap();
+        let ahead_cancelled = stats["io"]["ahead_cancelled"].as_u64().unwrap();
+        if thread {
+            assert!(ahead_reads > 0, "no reads on the readahead thread");
+            let ranges = issued * 3; // gate, up and down of each guessed expert
+            assert!(
+                ahead_reads + ahead_cancelled <= ranges,
+                "{ahead_reads} + {ahead_cancelled} thread reads for {ranges} ranges"
+            );
+        } else {
+            assert_eq!(ahead_reads, 0);
+        }
         let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();
         accuracy_by_depth.push(accuracy);
         assert!(accuracy > 0.0 && accuracy <= 1.0, "accuracy {accuracy}");
@@ -275,6 +293,8 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
         accuracy_by_depth[1] >= accuracy_by_depth[0],
         "accuracy by depth: {accuracy_by_depth:?}"
     );
+    // Where the guesses are advised changes what is resident when, never what is guessed.
+    assert_eq!(accuracy_by_depth[2], accuracy_by_depth[0]);
 }
 
 /// `-ub auto` picks 512 when every expert fits and 128 at the plan's minimum, and a paged

@@ -84,6 +84,8 @@ pub struct SessionOptions {
     pub prefetch: os::Prefetch,
     /// Cross-layer prediction of the experts of the next MoE layers (decode only).
     pub prediction: Prediction,
+    /// Advise predicted experts in from a readahead thread rather than the hook.
+    pub ahead_thread: bool,
 }
 
 /// Whether to predict the next layers' experts and read them in early.
@@ -380,8 +382,13 @@ fn attach(
                 .collect(),
         })
         .collect();
+    let mut advisor = OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone());
+    if predictor.is_some() && opts.ahead_thread {
+        tracing::info!("predicted experts are read in from a readahead thread");
+        advisor = advisor.with_ahead_thread();
+    }
     let pager = Pager::new(
-        OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone()),
+        advisor,
         PagerConfig {
             expert_budget_bytes: budgets.expert,
             hot_window_tokens: budgets.hot_window_tokens,

@@ -22,6 +22,11 @@ pub struct FileRange {
 pub trait Advisor {
     /// Start reading this range in (asynchronously); it is about to be used.
     fn will_need(&mut self, range: FileRange);
+    /// Start reading this range in on a guess; by default the same as `will_need`. An
+    /// advisor may do it later, off the caller's thread, until `flush`.
+    fn will_need_ahead(&mut self, range: FileRange) {
+        self.will_need(range);
+    }
     /// Drop this range from memory and page cache. Returns the bytes actually dropped.
     fn evict(&mut self, range: FileRange) -> u64;
     /// The `will_need` calls of one routing step are complete; an advisor that batches
@@ -444,7 +449,7 @@ impl<A: Advisor> Pager<A> {
             }
             for k in 0..self.layers[pos as usize].slices.len() {
                 let sl = self.layers[pos as usize].slices[k];
-                self.advisor.will_need(sl.range(id as u64));
+                self.advisor.will_need_ahead(sl.range(id as u64));
             }
             issued = true;
             self.resident[s] = true;
