@@ -1,6 +1,7 @@
 //! The OS layer: madvise / posix_fadvise / mincore on llama.cpp's file mapping, and
-//! readers for `/proc` memory and I/O counters. This is the only module besides the
-//! llama.cpp hook that contains `unsafe`.
+//! readers for `/proc` memory and I/O counters; its submodules run advice on threads of
+//! their own (`ahead`: the predictor's guesses, `populate`: the `MADV_POPULATE_READ` pool).
+//! This is the only module besides the llama.cpp hook that contains `unsafe`.
 //!
 //! Advice that cannot change what memory holds (`MADV_RANDOM`, `MADV_WILLNEED`) is offered
 //! on any [`FileMapping`]. Dropping pages (`MADV_DONTNEED`) zeroes anonymous memory, so it
@@ -21,6 +22,7 @@ use std::time::Instant;
 use crate::pager::{Advisor, FileRange};
 
 mod ahead;
+mod populate;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OsError {
@@ -497,7 +499,7 @@ fn add_elapsed(counter: &AtomicU64, since: Instant) {
 pub struct OsAdvisor {
     pub files: Arc<Vec<FileMapping>>,
     counters: Arc<IoCounters>,
-    pool: Option<PopulatePool>,
+    pool: Option<populate::PopulatePool>,
     /// Speculative reads go to this thread when present (`with_ahead_thread`).
     ahead: Option<ahead::AheadThread>,
     /// Ranges were queued for `ahead` since the last `flush`.
@@ -518,7 +520,7 @@ impl OsAdvisor {
     ) -> OsAdvisor {
         let pool = match prefetch {
             Prefetch::WillNeed => None,
-            Prefetch::PopulateRead { threads } => Some(PopulatePool::new(threads.max(1))),
+            Prefetch::PopulateRead { threads } => Some(populate::PopulatePool::new(threads.max(1))),
         };
         OsAdvisor {
             files: Arc::new(files),
@@ -710,108 +712,6 @@ impl Advisor for OsAdvisor {
         while !self.redrop.is_empty() && Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(2));
             self.retry_redrops();
-        }
-    }
-}
-
-struct PoolState {
-    jobs: Vec<(usize, usize)>,
-    next: usize,
-    pending: usize,
-    shutdown: bool,
-}
-
-struct PoolShared {
-    state: std::sync::Mutex<PoolState>,
-    work: std::sync::Condvar,
-    done: std::sync::Condvar,
-}
-
-/// I/O threads that run `MADV_POPULATE_READ` on page ranges of the file mappings.
-struct PopulatePool {
-    shared: std::sync::Arc<PoolShared>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl PopulatePool {
-    fn new(n: usize) -> PopulatePool {
-        let shared = std::sync::Arc::new(PoolShared {
-            state: std::sync::Mutex::new(PoolState {
-                jobs: Vec::with_capacity(1 << 14),
-                next: 0,
-                pending: 0,
-                shutdown: false,
-            }),
-            work: std::sync::Condvar::new(),
-            done: std::sync::Condvar::new(),
-        });
-        let threads = (0..n)
-            .map(|i| {
-                let sh = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("epm-io-{i}"))
-                    .spawn(move || populate_worker(&sh))
-                    .expect("spawn I/O thread")
-            })
-            .collect();
-        PopulatePool { shared, threads }
-    }
-
-    /// Populate every range (in parallel, taken in order) and return when all are mapped.
-    fn populate_all(&self, ranges: &[(usize, usize)]) {
-        if ranges.is_empty() {
-            return;
-        }
-        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.jobs.clear();
-        st.jobs.extend_from_slice(ranges);
-        st.next = 0;
-        st.pending = ranges.len();
-        self.shared.work.notify_all();
-        while st.pending > 0 {
-            st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-fn populate_worker(sh: &PoolShared) {
-    let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        if st.shutdown {
-            return;
-        }
-        if st.next >= st.jobs.len() {
-            st = sh.work.wait(st).unwrap_or_else(|e| e.into_inner());
-            continue;
-        }
-        let (addr, len) = st.jobs[st.next];
-        st.next += 1;
-        drop(st);
-        // SAFETY: the range was produced by `FileMapping::mapped`: page-aligned and inside a
-        // shared read-only file mapping that lives as long as the session. POPULATE_READ only
-        // faults pages in (reading the file); it cannot change what the memory holds.
-        let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_READ) };
-        if rc != 0 {
-            // Older kernels (< 5.14) lack POPULATE_READ: fall back to readahead.
-            // SAFETY: as above.
-            unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_WILLNEED) };
-        }
-        st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.pending -= 1;
-        if st.pending == 0 {
-            sh.done.notify_all();
-        }
-    }
-}
-
-impl Drop for PopulatePool {
-    fn drop(&mut self) {
-        if let Ok(mut st) = self.shared.state.lock() {
-            st.shutdown = true;
-        }
-        self.shared.work.notify_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
         }
     }
 }
