@@ -35,7 +35,7 @@ def main():
     ap.add_argument("--out", default="validate/prefetch.json")
     ap.add_argument("--modes", default="willneed,populate-2,populate-4,populate-8",
                     help="comma-separated: willneed, populate-2, populate-4, populate-8, predict, "
-                         "predict-2, predict-3, predict-thread; ratios are against the first")
+                         "predict-2, predict-3, predict-thread, predict-prefill-32, predict-prefill-all; ratios are against the first")
     ap.add_argument("-f", "--prompt-file", help="prompt from this file (default: a short sentence)")
     a = ap.parse_args()
     # Prediction is on by default: the read modes are compared without it.
@@ -46,7 +46,9 @@ def main():
                  "predict": ["--predict"],
                  "predict-2": ["--predict", "--predict-depth", "2"],
                  "predict-3": ["--predict", "--predict-depth", "3"],
-                 "predict-thread": ["--predict", "--ahead-thread"]}
+                 "predict-thread": ["--predict", "--ahead-thread"],
+                 "predict-prefill-32": ["--predict", "--prefill-predict-tokens", "32"],
+                 "predict-prefill-all": ["--predict", "--prefill-predict-tokens", "512"]}
     modes = [(m, all_modes[m]) for m in a.modes.split(",")]
     tmp = tempfile.mkdtemp()
     results = {m: [] for m, _ in modes}

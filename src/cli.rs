@@ -208,6 +208,10 @@ struct GenerateArgs {
     /// Advise predicted experts in from the hook, on the compute thread.
     #[arg(long = "no-ahead-thread", overrides_with = "ahead_thread")]
     no_ahead_thread: bool,
+    /// Predict the next layer's experts in prefill too, from this many tokens of each
+    /// ubatch, spread evenly (0: decode steps only).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=512))]
+    prefill_predict_tokens: u64,
     /// How many MoE layers ahead to predict and prefetch (1-8). Deeper predictions start
     /// reads earlier but are less accurate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
@@ -497,6 +501,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         },
         // The readahead thread competes with compute for a core: it only pays where one is
         // left over.
+        prefill_predict_tokens: a.prefill_predict_tokens as usize,
         ahead_thread: match (a.ahead_thread, a.no_ahead_thread) {
             (true, _) => true,
             (_, true) => false,

@@ -218,15 +218,23 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     let (ref_logits, ref_stats) = generate(&model, dir.path(), "ref", &["--no-pager"], "48");
     let budget = budget_mb.to_string();
     let mut accuracy_by_depth = Vec::new();
-    // Depth 1 and 3 with the guesses advised by the hook, and depth 1 again with them on
-    // the readahead thread.
-    for (depth, thread) in [("1", false), ("3", false), ("1", true)] {
+    let mut issued_bytes = Vec::new();
+    // Depth 1 and 3 with the guesses advised by the hook, depth 1 again with them on the
+    // readahead thread, and depth 1 predicting in prefill too.
+    for (depth, thread, prefill) in [
+        ("1", false, "0"),
+        ("3", false, "0"),
+        ("1", true, "0"),
+        ("1", false, "16"),
+    ] {
         let mut args = vec![
             "--ram-budget-mb",
             &budget,
             "--predict",
             "--predict-depth",
             depth,
+            "--prefill-predict-tokens",
+            prefill,
         ];
         if thread {
             args.push("--ahead-thread");
@@ -234,10 +242,11 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
         let (logits, stats) = generate(
             &model,
             dir.path(),
-            &format!("predict{depth}{thread}"),
+            &format!("predict{depth}{thread}{prefill}"),
             &args,
             "48",
         );
+        issued_bytes.push(stats["prefetch"]["issued_bytes"].as_u64().unwrap());
         assert_eq!(
             stats["tokens"]["generated_ids"], ref_stats["tokens"]["generated_ids"],
             "tokens differ at depth {depth}"
@@ -295,6 +304,11 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     );
     // Where the guesses are advised changes what is resident when, never what is guessed.
     assert_eq!(accuracy_by_depth[2], accuracy_by_depth[0]);
+    // Prefill guesses come on top of the decode ones.
+    assert!(
+        issued_bytes[3] > issued_bytes[0],
+        "speculative bytes without and with prefill prediction: {issued_bytes:?}"
+    );
 }
 
 /// `-ub auto` picks 512 when every expert fits and 128 at the plan's minimum, and a paged

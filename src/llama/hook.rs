@@ -113,14 +113,21 @@ pub struct Predictor {
     pub n_embd: usize,
     pub n_expert: usize,
     pub n_used: usize,
-    /// Predict only for ubatches of at most this many tokens (decode); a prefill ubatch
-    /// selects most experts anyway.
+    /// Ubatches of at most this many tokens (decode) are predicted from every token, up to
+    /// `depth` layers ahead.
     pub max_tokens: usize,
-    /// Scratch, sized at construction so the hot path never allocates: `scores` has
-    /// `n_expert` entries, `group_scores`/`group_kept` `rule.groups`.
+    /// A longer (prefill) ubatch is predicted one layer ahead from this many of its tokens,
+    /// spread evenly over it (0: no prediction in prefill). Its union covers most of the
+    /// layer's experts, and the router products of every token would cost the hook more
+    /// than the reads they start early save.
+    pub prefill_tokens: usize,
+    /// Scratch, sized at construction so the hot path never allocates: `scores` and
+    /// `picked` have `n_expert` entries, `group_scores`/`group_kept` `rule.groups`;
+    /// `chosen` holds distinct experts, so `n_expert` of capacity always suffice.
     pub scores: Vec<f32>,
     pub group_scores: Vec<f32>,
     pub group_kept: Vec<bool>,
+    pub picked: Vec<bool>,
     pub chosen: Vec<i32>,
 }
 
@@ -249,9 +256,22 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 impl Predictor {
-    /// The experts layer `next`'s router would choose for each token of `x`
-    /// (`[n_embd, n_tokens]` F32), into `self.chosen`. Returns false when it cannot predict.
-    fn predict(&mut self, next: u32, x: &ggml_tensor) -> bool {
+    /// How to predict from a ubatch of `n_tokens`: every `stride`-th token, `depth` layers
+    /// ahead; `None` when this ubatch is not predicted.
+    fn plan(&self, n_tokens: usize) -> Option<(usize, u32)> {
+        if n_tokens <= self.max_tokens {
+            Some((1, self.depth))
+        } else if self.prefill_tokens > 0 {
+            Some((n_tokens.div_ceil(self.prefill_tokens), 1))
+        } else {
+            None
+        }
+    }
+
+    /// The distinct experts layer `next`'s router would choose for every `stride`-th token
+    /// of `x` (`[n_embd, n_tokens]` F32), into `self.chosen`, in first-chosen order.
+    /// Returns false when it cannot predict.
+    fn predict(&mut self, next: u32, x: &ggml_tensor, stride: usize) -> bool {
         let n_tokens = x.ne[1].max(0) as usize;
         let router = self.routers.get(next as usize).copied().unwrap_or(0);
         if router == 0
@@ -259,12 +279,12 @@ impl Predictor {
             || x.ne[0] as usize != self.n_embd
             || x.data.is_null()
             || n_tokens == 0
-            || n_tokens > self.max_tokens
         {
             return false;
         }
         self.chosen.clear();
-        for tok in 0..n_tokens {
+        self.picked.fill(false);
+        for tok in (0..n_tokens).step_by(stride.max(1)) {
             // SAFETY: `x` has been computed (it is an ancestor of the topk node) and holds
             // `ne[1]` rows of `n_embd` f32, `nb[1]` bytes apart; the router rows live in the
             // file mapping for the model's life, `n_expert * n_embd` f32 from `router`.
@@ -310,7 +330,8 @@ impl Predictor {
                             |m, (i, &v)| if v > m.1 { (i, v) } else { m },
                         );
                 self.scores[best] = f32::NEG_INFINITY;
-                if self.chosen.len() < self.chosen.capacity() {
+                if !self.picked[best] && self.chosen.len() < self.chosen.capacity() {
+                    self.picked[best] = true;
                     self.chosen.push(best as i32);
                 }
             }
@@ -417,10 +438,9 @@ impl HookState {
             trace.record(layer, n_tokens, ids(), n_tokens * n_used);
         }
         active.pager.route(layer, n_tokens as u64, ids());
-        if let Some(pred) = active
-            .predictor
-            .as_mut()
-            .filter(|p| n_tokens <= p.max_tokens)
+        let predictor = active.predictor.as_mut();
+        if let Some((pred, (stride, depth))) =
+            predictor.and_then(|p| p.plan(n_tokens).map(|plan| (p, plan)))
         {
             // The last routed layer has nothing to predict: skip the graph walk.
             let has_next = pred
@@ -432,11 +452,11 @@ impl HookState {
             if let Some(x) = has_next.then(|| router_input(t)).flatten() {
                 // Nearest layer first: its reads are needed soonest.
                 let mut ahead = layer;
-                for _ in 0..pred.depth {
+                for _ in 0..depth {
                     let Some(next) = pred.next_layer.get(ahead as usize).copied().flatten() else {
                         break;
                     };
-                    if pred.predict(next, x) {
+                    if pred.predict(next, x, stride) {
                         active.pager.speculate(next, pred.chosen.iter().copied());
                     }
                     ahead = next;

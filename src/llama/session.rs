@@ -86,6 +86,8 @@ pub struct SessionOptions {
     pub prediction: Prediction,
     /// Advise predicted experts in from a readahead thread rather than the hook.
     pub ahead_thread: bool,
+    /// Tokens of a prefill ubatch the predictor samples (0: no prediction in prefill).
+    pub prefill_predict_tokens: usize,
 }
 
 /// Whether to predict the next layers' experts and read them in early.
@@ -364,7 +366,7 @@ fn attach(
     // only add its router products to every decode layer.
     let depth = prediction_depth(opts.prediction, &files);
     let predictor = (depth > 0 && budgets.expert < index.expert_bytes)
-        .then(|| predictor(index, &files, depth))
+        .then(|| predictor(index, &files, depth, opts.prefill_predict_tokens))
         .flatten();
     let layers = index
         .layers
@@ -484,6 +486,7 @@ fn predictor(
     index: &ModelIndex,
     files: &[FileMapping],
     depth: u32,
+    prefill_tokens: usize,
 ) -> Option<super::hook::Predictor> {
     const MAX_TOKENS: usize = 8;
     let n_layer = index.layers.iter().map(|l| l.layer + 1).max()? as usize;
@@ -541,10 +544,12 @@ fn predictor(
         n_expert,
         n_used: index.n_expert_used as usize,
         max_tokens: MAX_TOKENS,
+        prefill_tokens,
         scores: vec![0.0; n_expert],
         group_scores: vec![0.0; rule.groups as usize],
         group_kept: vec![false; rule.groups as usize],
-        chosen: Vec::with_capacity(MAX_TOKENS * index.n_expert_used as usize),
+        picked: vec![false; n_expert],
+        chosen: Vec::with_capacity(n_expert),
     })
 }
 

@@ -303,6 +303,23 @@ fn wrong_speculation_is_evicted_first_and_right_one_counts_as_useful() {
 }
 
 #[test]
+fn guesses_of_one_step_never_evict_each_other() {
+    let mut p = pager(3, 0, 2);
+    p.route(0, 1, [0].into_iter());
+    // Room for two guesses. The third would have to evict past the pinned expert of
+    // layer 0, which sits between the cold end and every guess of this step.
+    p.speculate(1, [1, 2, 3].into_iter());
+    assert!(p.is_resident(1, 1) && p.is_resident(1, 2) && !p.is_resident(1, 3));
+    assert_eq!(p.counters.prefetch_issued.get(), 2);
+    assert!(p.advisor().evicted.is_empty());
+    // The next routing settles them: a wrong guess is evictable again.
+    p.route(1, 1, [1].into_iter());
+    p.route(0, 1, [4, 5].into_iter());
+    assert!(!p.is_resident(1, 2), "the wrong guess goes first");
+    assert!(p.resident_bytes() <= 3 * EXPERT);
+}
+
+#[test]
 fn speculation_never_evicts_the_current_layers_experts() {
     let mut p = pager(2, 0, 2);
     p.route(0, 1, [3, 4].into_iter()); // fills the budget with pinned experts
