@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("-n", type=int, default=16)
     ap.add_argument("-c", type=int, default=1024)
+    ap.add_argument("--ubatch-size", type=int, help="llama.cpp ubatch (default: epm-run's)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="llama.cpp threads (2: every core here)")
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("--out", default="validate/prefetch.json")
@@ -59,7 +60,7 @@ def main():
             stats = os.path.join(tmp, f"{name}-{rep}.json")
             prompt = ["-f", a.prompt_file] if a.prompt_file else ["-p", "The quick brown fox jumps over the lazy dog"]
             cmd = [a.bin, "generate", "-m", a.model] + prompt + ["-n", str(a.n), "-c", str(a.c), "-t", str(a.threads), "--ram-budget-mb", str(a.budget_mb),
-                   "--stats-file", stats] + flags
+                   "--stats-file", stats] + flags + (["--ubatch-size", str(a.ubatch_size)] if a.ubatch_size else [])
             subprocess.run(cmd, check=True, capture_output=True)
             s = json.load(open(stats))
             ids = s["tokens"]["generated_ids"]
@@ -93,7 +94,7 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     json.dump({"command": "python3 bench/prefetch_ab.py " + " ".join(sys.argv[1:]),
                "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()},
-               "budget_mb": a.budget_mb, "threads": a.threads, "summary": summary, "runs": results},
+               "budget_mb": a.budget_mb, "threads": a.threads, "ubatch": a.ubatch_size, "summary": summary, "runs": results},
               open(a.out, "w"), indent=2)
     print(json.dumps(summary, indent=1))
 

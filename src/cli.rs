@@ -209,8 +209,8 @@ struct GenerateArgs {
     #[arg(long = "no-ahead-thread", overrides_with = "ahead_thread")]
     no_ahead_thread: bool,
     /// Predict the next layer's experts in prefill too, from this many tokens of each
-    /// ubatch, spread evenly (0: decode steps only).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=512))]
+    /// ubatch, spread evenly over a longer one (0: decode steps only).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(0..=512))]
     prefill_predict_tokens: u64,
     /// How many MoE layers ahead to predict and prefetch (1-8). Deeper predictions start
     /// reads earlier but are less accurate.
