@@ -158,12 +158,14 @@ def main():
         decode_s_tok = 1 / median([r["decode_tok_s"] for r in epm])
         # With prediction, an expert reaches memory either as a demand miss or as a
         # speculative read. What decode needed is the demand misses plus the speculative reads
-        # routing then selected; what EPM asked the disk for adds the wrong guesses. (W1's
-        # prompt is a single ubatch, so every speculative read belongs to decode.) Reports
-        # from before the byte counters existed get them from the counts: every expert of
-        # this model costs the same.
+        # routing then selected; what EPM asked the disk for adds the wrong guesses. Reports
+        # with decode's own speculative counters use them (prefill is predicted too since
+        # they exist); older ones predicted in decode only, and the oldest get the bytes from
+        # the counts: every expert of this model costs the same.
         def spec_bytes(x):
             p, e = x["prefetch"], x["experts"]
+            if "decode_issued_bytes" in p:
+                return p["decode_useful_bytes"], p["decode_issued_bytes"]
             per_expert = e["miss_bytes"] / max(e["misses"], 1)
             useful = p.get("useful_bytes", p["useful"] * per_expert)
             return useful, p.get("issued_bytes", useful + p["wasted_bytes"])
@@ -174,7 +176,12 @@ def main():
         io_bound = miss_per_step / bandwidth
         # Misses advised together per routed layer of a decode step (each expert's gate, up
         # and down ranges go out at once): the queue depth decode actually used.
-        qd_used = median([(x["experts"]["decode_misses"] + x["prefetch"]["issued"])
+        def decode_guesses(x):
+            p, e = x["prefetch"], x["experts"]
+            if "decode_issued_bytes" not in p:
+                return p["issued"]
+            return p["decode_issued_bytes"] / max(e["miss_bytes"] / max(e["misses"], 1), 1)
+        qd_used = median([(x["experts"]["decode_misses"] + decode_guesses(x))
                           / max(x["io"]["decode_steps"] * len(x["per_layer"]), 1) for x in st])
         qd_probe = min(random_by_qd, key=lambda q: abs(math.log(q) - math.log(max(qd_used, 1e-9))))
         io_bound_qd = miss_per_step / random_by_qd[qd_probe]

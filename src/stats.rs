@@ -91,6 +91,9 @@ pub struct PagerCounters {
     /// Bytes of the speculative reads issued, and of those routing then selected.
     pub prefetch_issued_bytes: Counter,
     pub prefetch_useful_bytes: Counter,
+    /// The same two for guesses made during single-token (decode) steps.
+    pub decode_prefetch_issued_bytes: Counter,
+    pub decode_prefetch_useful_bytes: Counter,
     pub layers: Vec<LayerCounters>,
 }
 
@@ -177,6 +180,11 @@ pub struct PrefetchSection {
     pub issued_bytes: u64,
     #[serde(default)]
     pub useful_bytes: u64,
+    /// `issued_bytes` and `useful_bytes` of guesses made during decode (single-token) steps.
+    #[serde(default)]
+    pub decode_issued_bytes: u64,
+    #[serde(default)]
+    pub decode_useful_bytes: u64,
 }
 
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -443,6 +451,8 @@ impl RunStats {
                 wasted_bytes: p.prefetch_wasted_bytes.get(),
                 issued_bytes: p.prefetch_issued_bytes.get(),
                 useful_bytes: p.prefetch_useful_bytes.get(),
+                decode_issued_bytes: p.decode_prefetch_issued_bytes.get(),
+                decode_useful_bytes: p.decode_prefetch_useful_bytes.get(),
             },
             prediction: {
                 let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };

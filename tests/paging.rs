@@ -247,6 +247,14 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
             "48",
         );
         issued_bytes.push(stats["prefetch"]["issued_bytes"].as_u64().unwrap());
+        // Decode's own speculative bytes: all of them without prefill prediction, a part
+        // with it.
+        let decode_issued = stats["prefetch"]["decode_issued_bytes"].as_u64().unwrap();
+        if prefill == "0" {
+            assert_eq!(decode_issued, *issued_bytes.last().unwrap());
+        } else {
+            assert!(decode_issued > 0 && decode_issued < *issued_bytes.last().unwrap());
+        }
         assert_eq!(
             stats["tokens"]["generated_ids"], ref_stats["tokens"]["generated_ids"],
             "tokens differ at depth {depth}"

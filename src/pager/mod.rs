@@ -110,6 +110,8 @@ pub struct Pager<A: Advisor> {
     /// 8. `predicted[s]`: slot `s` was predicted for its layer's next routing (cleared by it).
     predicted: Vec<bool>,
     epoch: u64,
+    /// The latest `route` call was for a single-token (decode) ubatch.
+    decode_step: bool,
     resident_bytes: u64,
     /// Token clock: advanced by each ubatch's token count when routing restarts at a lower layer.
     clock: u64,
@@ -163,6 +165,7 @@ impl<A: Advisor> Pager<A> {
             tail: NIL,
             pinned: Vec::with_capacity(n_expert as usize),
             epoch: 0,
+            decode_step: false,
             resident_bytes: 0,
             clock: 0,
             last_layer: None,
@@ -306,6 +309,7 @@ impl<A: Advisor> Pager<A> {
             self.clock += n_tokens;
         }
         self.last_layer = Some(layer);
+        self.decode_step = n_tokens == 1;
         let Some(pos) = self
             .layer_pos
             .get(layer as usize)
@@ -406,6 +410,9 @@ impl<A: Advisor> Pager<A> {
                 if selected {
                     self.counters.prefetch_useful.inc();
                     self.counters.prefetch_useful_bytes.add(self.cost[s]);
+                    if self.decode_step {
+                        self.counters.decode_prefetch_useful_bytes.add(self.cost[s]);
+                    }
                 } else {
                     self.counters.prefetch_wasted_bytes.add(self.cost[s]);
                     self.unlink(s);
@@ -458,6 +465,9 @@ impl<A: Advisor> Pager<A> {
             self.push_head(s);
             self.counters.prefetch_issued.inc();
             self.counters.prefetch_issued_bytes.add(self.cost[s]);
+            if self.decode_step {
+                self.counters.decode_prefetch_issued_bytes.add(self.cost[s]);
+            }
         }
         if issued {
             self.advisor.flush();

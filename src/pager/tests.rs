@@ -287,6 +287,9 @@ fn wrong_speculation_is_evicted_first_and_right_one_counts_as_useful() {
     assert_eq!(p.counters.prefetch_useful_bytes.get(), EXPERT);
     assert_eq!(p.counters.prefetch_wasted_bytes.get(), EXPERT);
     assert_eq!(p.counters.hits.get(), 1, "the prefetched expert is a hit");
+    // Single-token steps: decode's own speculative counters saw the same.
+    assert_eq!(p.counters.decode_prefetch_issued_bytes.get(), 2 * EXPERT);
+    assert_eq!(p.counters.decode_prefetch_useful_bytes.get(), EXPERT);
     // Budget 4: resident are (0,0), (1,1), (1,2). Two new experts need one eviction: the
     // wrong speculation goes first even though (0,0) is older.
     p.route(0, 1, [5, 6].into_iter());
@@ -300,6 +303,18 @@ fn wrong_speculation_is_evicted_first_and_right_one_counts_as_useful() {
     assert!(!p.is_resident(1, 2) && p.is_resident(1, 1));
     let l1 = &p.counters.layers[1];
     assert_eq!((l1.predicted_selected.get(), l1.predicted_of.get()), (1, 1));
+}
+
+#[test]
+fn prefill_guesses_are_not_counted_as_decode() {
+    let mut p = pager(8, 0, 2);
+    p.route(0, 4, [0, 1].into_iter()); // a 4-token ubatch
+    p.speculate(1, [2, 3].into_iter());
+    p.route(1, 4, [2].into_iter());
+    assert_eq!(p.counters.prefetch_issued_bytes.get(), 2 * EXPERT);
+    assert_eq!(p.counters.prefetch_useful_bytes.get(), EXPERT);
+    assert_eq!(p.counters.decode_prefetch_issued_bytes.get(), 0);
+    assert_eq!(p.counters.decode_prefetch_useful_bytes.get(), 0);
 }
 
 #[test]
