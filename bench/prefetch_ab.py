@@ -14,6 +14,11 @@ def drop_cache(path):
     os.close(fd)
 
 
+# The stats' `io` figures each run records (absent from older binaries' stats: None).
+IO_KEYS = ("decode_read_bytes", "decode_steps", "will_need_us", "evict_us", "late_evictions", "redrops",
+           "ahead_reads", "ahead_will_need_us", "ahead_cancelled")
+
+
 def cached_bytes(path):
     """Bytes of `path` in the page cache after the run (util-linux fincore), or None."""
     try:
@@ -71,16 +76,8 @@ def main():
                                   "peak_rss_bytes": s["memory"]["peak_rss_bytes"], "same_tokens": ids == ref_ids,
                                   "prediction_accuracy": s["prediction"]["accuracy"], "prefetch": s["prefetch"],
                                   "decode_miss_bytes": s["experts"].get("decode_miss_bytes"),
-                                  "decode_read_bytes": s["io"].get("decode_read_bytes"),
-                                  "decode_steps": s["io"].get("decode_steps"),
+                                  **{k: s["io"].get(k) for k in IO_KEYS},
                                   "hook_decode_busy_us": s["hook"].get("decode_busy_us"),
-                                  "will_need_us": s["io"].get("will_need_us"),
-                                  "evict_us": s["io"].get("evict_us"),
-                                  "late_evictions": s["io"].get("late_evictions"),
-                                  "redrops": s["io"].get("redrops"),
-                                  "ahead_reads": s["io"].get("ahead_reads"),
-                                  "ahead_will_need_us": s["io"].get("ahead_will_need_us"),
-                                  "ahead_cancelled": s["io"].get("ahead_cancelled"),
                                   "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit"),
                                   "model_cached_after_bytes": cached_bytes(a.model),
                                   "expert_budget_bytes": s["expert_budget_bytes"]})

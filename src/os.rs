@@ -962,13 +962,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_eviction_racing_its_read_is_completed_by_finish() {
-        let len = 8u64 << 20;
+    /// A fresh on-disk file of `len` bytes, mapped as llama.cpp maps a model, `MADV_RANDOM`,
+    /// with none of it in the page cache. Keep the `TestMap` alive while using the mapping.
+    fn clean_mapping(len: u64) -> (TestMap, FileMapping) {
         let map = TestMap::new(len as usize);
         let m = FileMapping::find(&map.path).unwrap();
         m.set_random(0, len);
         drop_all_pages(&m, len);
+        (map, m)
+    }
+
+    #[test]
+    fn an_eviction_racing_its_read_is_completed_by_finish() {
+        let len = 8u64 << 20;
+        let (_map, m) = clean_mapping(len);
         let sees_reads = m.sees_reads_in_flight();
         let counters = Arc::new(IoCounters::default());
         let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone());
@@ -1001,10 +1008,7 @@ mod tests {
     #[test]
     fn a_read_cancels_the_redrop_of_its_pages() {
         let len = 8u64 << 20;
-        let map = TestMap::new(len as usize);
-        let m = FileMapping::find(&map.path).unwrap();
-        m.set_random(0, len);
-        drop_all_pages(&m, len);
+        let (_map, m) = clean_mapping(len);
         let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, Arc::default());
         let expert = FileRange {
             file: 0,
@@ -1027,10 +1031,7 @@ mod tests {
     #[test]
     fn the_readahead_thread_reads_guesses_and_never_an_evicted_one() {
         let len = 16u64 << 20;
-        let map = TestMap::new(len as usize);
-        let m = FileMapping::find(&map.path).unwrap();
-        m.set_random(0, len);
-        drop_all_pages(&m, len);
+        let (_map, m) = clean_mapping(len);
         let counters = Arc::new(IoCounters::default());
         let mut advisor =
             OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_ahead_thread();
