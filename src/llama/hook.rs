@@ -116,10 +116,10 @@ pub struct Predictor {
     /// Ubatches of at most this many tokens (decode) are predicted from every token, up to
     /// `depth` layers ahead.
     pub max_tokens: usize,
-    /// A longer (prefill) ubatch is predicted one layer ahead from this many of its tokens,
-    /// spread evenly over it (0: no prediction in prefill). Its union covers most of the
-    /// layer's experts, and the router products of every token would cost the hook more
-    /// than the reads they start early save.
+    /// A longer (prefill) ubatch is predicted one layer ahead, from the union of this many of
+    /// its tokens spread evenly over it (0: no prediction in prefill). The bound caps the
+    /// router products on the hook for long ubatches; on W1 every token of a 125-token
+    /// ubatch predicted better than a sample of 32 (STATUS.md).
     pub prefill_tokens: usize,
     /// Scratch, sized at construction so the hot path never allocates: `scores` and
     /// `picked` have `n_expert` entries, `group_scores`/`group_kept` `rule.groups`;
