@@ -556,6 +556,16 @@ impl OsAdvisor {
         }
     }
 
+    /// `r` is about to be read in: its pages leave the re-drop list (invariant 1). Returns
+    /// them, rounded outward.
+    fn forget_redrops(&mut self, r: FileRange) -> (u64, u64) {
+        let (s, e) = outward(r.offset, r.len, self.files[r.file as usize].page);
+        if !self.redrop.is_empty() {
+            remove_span(&mut self.redrop, r.file, s, e);
+        }
+        (s, e)
+    }
+
     /// Ranges still waiting to be dropped again (see `redrop`).
     pub fn pending_redrops(&self) -> usize {
         self.redrop.len()
@@ -628,11 +638,7 @@ const REDROP_CAPACITY: usize = 4096;
 
 impl Advisor for OsAdvisor {
     fn will_need(&mut self, r: FileRange) {
-        let page = self.files[r.file as usize].page;
-        let (s, e) = outward(r.offset, r.len, page);
-        if !self.redrop.is_empty() {
-            remove_span(&mut self.redrop, r.file, s, e);
-        }
+        let (s, e) = self.forget_redrops(r);
         self.cancel_ahead(r.file, r.offset, r.offset + r.len);
         let m = &self.files[r.file as usize];
         // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
@@ -649,11 +655,10 @@ impl Advisor for OsAdvisor {
     }
 
     fn will_need_ahead(&mut self, r: FileRange) {
+        if self.ahead.is_some() {
+            self.forget_redrops(r);
+        }
         if let Some(a) = &self.ahead {
-            let (s, e) = outward(r.offset, r.len, self.files[r.file as usize].page);
-            if !self.redrop.is_empty() {
-                remove_span(&mut self.redrop, r.file, s, e);
-            }
             if a.push(r) {
                 self.ahead_queued = true;
                 return;
