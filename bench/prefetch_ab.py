@@ -7,6 +7,9 @@ Writes medians to the --out JSON with the machine and the command.
 """
 import argparse, json, os, platform, statistics, subprocess, sys, tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import epm_stats  # noqa: E402
+
 
 def drop_cache(path):
     fd = os.open(path, os.O_RDONLY)
@@ -70,12 +73,15 @@ def main():
             s = json.load(open(stats))
             ids = s["tokens"]["generated_ids"]
             ref_ids = ref_ids or ids
+            d = epm_stats.decode(s)
             results[name].append({"decode": s["tok_per_s"]["decode"], "prefill": s["tok_per_s"]["prefill"],
                                   "read_bytes_per_token": s["io"]["read_bytes_per_token"],
-                                  "miss_bytes": s["experts"]["miss_bytes"], "hit_rate": s["experts"]["hit_rate"],
+                                  "miss_bytes": epm_stats.total_misses(s)[1],
+                                  "decode_cache_hit_rate": d["cache_hit_rate"],
+                                  "decode_resident_rate": d["resident_rate"],
                                   "peak_rss_bytes": s["memory"]["peak_rss_bytes"], "same_tokens": ids == ref_ids,
-                                  "prediction_accuracy": s["prediction"]["accuracy"], "prefetch": s["prefetch"],
-                                  "decode_miss_bytes": s["experts"].get("decode_miss_bytes"),
+                                  "prediction_coverage": d["coverage"], "prefetch": s["prefetch"],
+                                  "decode_miss_bytes": d["miss_bytes"],
                                   **{k: s["io"].get(k) for k in IO_KEYS},
                                   "hook_decode_busy_us": s["hook"].get("decode_busy_us"),
                                   "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit"),

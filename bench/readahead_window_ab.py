@@ -11,6 +11,7 @@ before every run; alternating; medians to --out with the machine and the command
 import argparse, json, os, platform, statistics, subprocess, sys, tempfile
 
 from prefetch_ab import drop_cache
+import epm_stats
 
 
 def queue_dir(path):
@@ -52,7 +53,7 @@ def main():
                 steps = max(s["io"].get("decode_steps", 0), 1)
                 runs[b].append({"decode_tok_s": s["tok_per_s"]["decode"],
                                 "prefill_tok_s": s["tok_per_s"]["prefill"],
-                                "decode_miss_bytes_per_step": s["experts"]["decode_miss_bytes"] / steps,
+                                "decode_miss_bytes_per_step": epm_stats.decode(s)["miss_bytes"] / steps,
                                 "decode_read_bytes_per_step": s["io"]["decode_read_bytes"] / steps,
                                 "willneed_chunk_bytes": s["io"].get("willneed_chunk_bytes"),
                                 "generated_ids": s["tokens"]["generated_ids"]})

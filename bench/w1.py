@@ -13,6 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from calibrate_skew import read_trace  # noqa: E402  (the routing-trace reader, shared)
+import epm_stats  # noqa: E402
 PROMPT = os.path.join(HERE, "w1-prompt-128.txt")
 LONG_PROMPT = os.path.join(HERE, "w1-prompt-2000.txt")
 MIB = 1 << 20
@@ -48,7 +49,7 @@ def ab(binary, model, tmp, name, budgets, runs, extra):
 
 
 def rows(report, config, budget=None):
-    return [r for r in report["rows"] if r["config"] == config and r["outcome"] == "ok"
+    return [r for r in report["rows"] if r["config"] == config and epm_stats.ok(r)
             and (budget is None or r["budget_mb"] == budget)]
 
 
@@ -158,31 +159,17 @@ def main():
         decode_s_tok = 1 / median([r["decode_tok_s"] for r in epm])
         # With prediction, an expert reaches memory either as a demand miss or as a
         # speculative read. What decode needed is the demand misses plus the speculative reads
-        # routing then selected; what EPM asked the disk for adds the wrong guesses. Reports
-        # with decode's own speculative counters use them (prefill is predicted too since
-        # they exist); older ones predicted in decode only, and the oldest get the bytes from
-        # the counts: every expert of this model costs the same.
-        def spec_bytes(x):
-            p, e = x["prefetch"], x["experts"]
-            if "decode_issued_bytes" in p:
-                return p["decode_useful_bytes"], p["decode_issued_bytes"]
-            per_expert = e["miss_bytes"] / max(e["misses"], 1)
-            useful = p.get("useful_bytes", p["useful"] * per_expert)
-            return useful, p.get("issued_bytes", useful + p["wasted_bytes"])
+        # routing then selected; what EPM asked the disk for adds the wrong guesses.
+        dec = [epm_stats.decode(x) for x in st]
         steps = lambda x: max(x["io"]["decode_steps"], 1)
-        miss_per_step = median([(x["experts"]["decode_miss_bytes"] + spec_bytes(x)[0]) / steps(x) for x in st])
-        fetched_per_step = median([(x["experts"]["decode_miss_bytes"] + spec_bytes(x)[1]) / steps(x) for x in st])
+        miss_per_step = median([(d["miss_bytes"] + d["spec_useful_bytes"]) / steps(x) for d, x in zip(dec, st)])
+        fetched_per_step = median([(d["miss_bytes"] + d["spec_issued_bytes"]) / steps(x) for d, x in zip(dec, st)])
         read_per_step = median([x["io"]["decode_read_bytes"] / steps(x) for x in st])
         io_bound = miss_per_step / bandwidth
         # Misses advised together per routed layer of a decode step (each expert's gate, up
         # and down ranges go out at once): the queue depth decode actually used.
-        def decode_guesses(x):
-            p, e = x["prefetch"], x["experts"]
-            if "decode_issued_bytes" not in p:
-                return p["issued"]
-            return p["decode_issued_bytes"] / max(e["miss_bytes"] / max(e["misses"], 1), 1)
-        qd_used = median([(x["experts"]["decode_misses"] + decode_guesses(x))
-                          / max(x["io"]["decode_steps"] * len(x["per_layer"]), 1) for x in st])
+        qd_used = median([(d["misses"] + d["spec_issued"])
+                          / max(x["io"]["decode_steps"] * len(x["per_layer"]), 1) for d, x in zip(dec, st)])
         qd_probe = min(random_by_qd, key=lambda q: abs(math.log(q) - math.log(max(qd_used, 1e-9))))
         io_bound_qd = miss_per_step / random_by_qd[qd_probe]
         # None for reports written before the stats carried the hook's time.
@@ -193,7 +180,8 @@ def main():
             "epm_decode_tok_s": 1 / decode_s_tok,
             "kernel_decode_tok_s": median(kernel_tok_s),
             "reference_decode_tok_s_cold": median([r["decode_tok_s"] for r in rows(decode, "reference", b)]),
-            "epm_hit_rate": median([x["experts"]["hit_rate"] for x in st]),
+            "epm_decode_resident_rate": median([d["resident_rate"] for d in dec]),
+            "epm_decode_cache_hit_rate": median([d["cache_hit_rate"] for d in dec]),
             "epm_peak_rss_mb": max(r["child"]["peak_rss_bytes"] for r in epm) / MIB,
             "all_outputs_identical": all(r["tokens_match"] and r["logits_match"] for r in rows(kernel, "kernel", b) + epm),
             "P1_decode_epm_over_kernel": {"median": median(epm_tok_s) / median(kernel_tok_s),

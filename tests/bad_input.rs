@@ -127,3 +127,68 @@ fn other_usage_errors() {
         "cannot read prompt file",
     );
 }
+
+#[test]
+fn output_files_in_missing_folders_are_named_once() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    for flag in ["--dump-logits", "--trace-file", "--stats-file"] {
+        let target = dir.path().join("no-such-folder").join("out.bin");
+        let t = target.to_str().unwrap();
+        let out = epm(&[
+            "generate",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            "hello",
+            "-n",
+            "2",
+            flag,
+            t,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert_eq!(err.matches(t).count(), 1, "{flag}: {err}");
+        assert!(err.contains("does not exist"), "{flag}: {err}");
+        assert!(!err.contains("os error 2): No such"), "{flag}: {err}");
+    }
+}
+
+/// A model file truncated under a running process: a read of the vanished pages raises
+/// SIGBUS, which must end in a message naming the file and exit code 2, not "Bus error".
+#[test]
+fn a_model_truncated_while_running_is_named() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let min_mb = min_budget_mb(&model, &["-c", "1024"]).to_string();
+    let mut child = Command::new(bin())
+        .args(["generate", "-m", model.to_str().unwrap(), "-p", "hello"])
+        .args(["-n", "900", "-c", "1024", "--ram-budget-mb", &min_mb])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    let len = std::fs::metadata(&model).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&model)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains(model.to_str().unwrap()), "stderr: {err}");
+    assert!(err.contains("SIGBUS"), "stderr: {err}");
+}

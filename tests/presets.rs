@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 const PROMPT: &str = "Hello world, the quick brown fox jumps over the lazy dog again";
 
-fn run(model: &Path, dir: &Path, tag: &str, mode: &[&str]) -> (Vec<u8>, serde_json::Value) {
+fn run(model: &Path, dir: &Path, tag: &str, mode: &[&str]) -> (Vec<u8>, Snapshot) {
     common::generate(model, dir, tag, PROMPT, "64", mode)
 }
 
@@ -18,7 +18,7 @@ fn check_preset(model: &Path, dir: &Path) {
     assert!(plan["expert_bytes"].as_u64().unwrap() > 0);
     let min_mb = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB);
     let (ref_logits, ref_stats) = run(model, dir, "ref", &["--no-pager"]);
-    let ids = ref_stats["tokens"]["generated_ids"].as_array().unwrap();
+    let ids = &ref_stats.tokens.generated_ids;
     let distinct: std::collections::HashSet<_> = ids.iter().collect();
     assert!(
         distinct.len() * 2 >= ids.len(),
@@ -30,7 +30,7 @@ fn check_preset(model: &Path, dir: &Path) {
     // Demand paging without and with cross-layer prediction, and prefetch on a thread pool,
     // at the plan's minimum, where speculative reads compete hardest for the budget; and
     // the defaults (prediction on where the kernel shows reads in flight) a little above it.
-    let sees_reads = epm::os::file_sees_reads_in_flight(model);
+    let sees_reads = epm_sys::cache::file_sees_reads_in_flight(model);
     let min = min_mb.to_string();
     let runs: [(u64, &[&str]); 4] = [
         (min_mb, &["--no-predict"]),
@@ -45,8 +45,7 @@ fn check_preset(model: &Path, dir: &Path) {
         let tag = format!("b{budget}{}", extra.join("").replace('-', ""));
         let (logits, stats) = run(model, dir, &tag, &args);
         assert_eq!(
-            stats["tokens"]["generated_ids"].as_array().unwrap(),
-            ids,
+            &stats.tokens.generated_ids, ids,
             "tokens differ at {budget} MiB {extra:?}"
         );
         assert!(
@@ -55,28 +54,26 @@ fn check_preset(model: &Path, dir: &Path) {
         );
         if extra == ["--no-predict"] {
             assert_eq!(
-                stats["prefetch"]["issued"], 0,
+                stats.prefetch.prompt.issued + stats.prefetch.decode.issued,
+                0,
                 "speculative reads with --no-predict"
             );
         }
         if sees_reads {
             assert_eq!(
-                stats["experts"]["stray_cache_bytes_at_exit"], 0,
+                stats.experts.stray_cache_bytes_at_exit, 0,
                 "evicted experts left in the page cache at {budget} MiB {extra:?}"
             );
         }
         if extra == ["--predict"] || (extra.is_empty() && sees_reads) {
-            let accuracy = stats["prediction"]["accuracy"].as_f64().unwrap();
+            let coverage = stats.prediction.decode.coverage;
             assert!(
-                accuracy > 0.3,
-                "prediction accuracy {accuracy} at {min} MiB"
+                coverage > 0.3,
+                "prediction coverage {coverage} at {min} MiB"
             );
         }
-        assert!(
-            stats["experts"]["evictions"].as_u64().unwrap() > 0,
-            "no evictions at {budget} MiB"
-        );
-        assert!(stats["memory"]["peak_rss_bytes"].as_u64().unwrap() <= budget * MIB);
+        assert!(stats.experts.evictions > 0, "no evictions at {budget} MiB");
+        assert!(stats.memory.peak_rss_bytes <= budget * MIB);
     }
     let floats: Vec<f32> = ref_logits
         .chunks_exact(4)
@@ -114,7 +111,7 @@ fn minicpm_v47_35b_a3b_mini() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "minicpm-v4.7-35b-a3b-mini", &[]);
-    let index = epm::gguf::ModelIndex::build(&epm::gguf::GgufModel::open(&model).unwrap()).unwrap();
+    let index = epm_gguf::ModelIndex::build(&epm_gguf::GgufModel::open(&model).unwrap()).unwrap();
     assert!(index.layers.iter().all(|l| l.tensors.len() == 2
         && l.tensors
             .iter()
@@ -137,7 +134,7 @@ fn ling_3_flash_mini() {
     ]));
     let first = dir.path().join("ling-00001-of-00002.gguf");
     assert!(first.exists() && dir.path().join("ling-00002-of-00002.gguf").exists());
-    let index = epm::gguf::ModelIndex::build(&epm::gguf::GgufModel::open(&first).unwrap()).unwrap();
+    let index = epm_gguf::ModelIndex::build(&epm_gguf::GgufModel::open(&first).unwrap()).unwrap();
     // The two leading dense layers have no experts; MLA's per-head tensors are not experts.
     assert_eq!(index.layers.first().map(|l| l.layer), Some(2));
     assert!(index.layers.iter().all(|l| l.tensors.len() == 3));
@@ -148,7 +145,7 @@ fn ling_3_flash_mini() {
             index.routing.groups,
             index.routing.groups_used
         ),
-        (2, 8, 4)
+        (epm_gguf::GatingFunc::Sigmoid, 8, 4)
     );
     assert!(index.routers.iter().all(|r| r.selection_bias.is_some()));
     check_preset(&first, dir.path());
@@ -201,8 +198,8 @@ fn two_shard_model() {
     let second = dir.path().join("tiny-split-00002-of-00002.gguf");
     assert!(first.exists() && second.exists() && !out.exists());
     // Experts live in both shards.
-    let model = epm::gguf::GgufModel::open(&first).unwrap();
-    let index = epm::gguf::ModelIndex::build(&model).unwrap();
+    let model = epm_gguf::GgufModel::open(&first).unwrap();
+    let index = epm_gguf::ModelIndex::build(&model).unwrap();
     let files: std::collections::HashSet<usize> = index
         .layers
         .iter()
@@ -221,12 +218,8 @@ fn routing_skew_concentrates_expert_popularity() {
         std::fs::create_dir_all(&sub).unwrap();
         let model = synth(&sub, "tiny", &["--experts", "64", "--routing-skew", skew]);
         let (_, stats) = run(&model, &sub, "s", &["--ram-budget-mb", "2048"]);
-        let layers = stats["per_layer"].as_array().unwrap();
-        layers
-            .iter()
-            .map(|l| l["top_decile_share"].as_f64().unwrap())
-            .sum::<f64>()
-            / layers.len() as f64
+        let layers = &stats.per_layer;
+        layers.iter().map(|l| l.top_decile_share).sum::<f64>() / layers.len() as f64
     };
     let (flat, skewed) = (share("0"), share("1.5"));
     assert!(

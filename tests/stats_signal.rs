@@ -5,57 +5,14 @@ mod common;
 use common::*;
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const REQUIRED: [&str; 4] = [
-    "schema_version",
-    "pager_enabled",
-    "budget_bytes",
-    "expert_budget_bytes",
-];
-
-fn check_keys(v: &serde_json::Value) {
-    for k in REQUIRED {
-        assert!(v.get(k).is_some(), "missing {k}");
-    }
-    assert_eq!(v["schema_version"], 1);
-    for (section, keys) in [
-        ("tokens", &["prompt", "generated"][..]),
-        ("tok_per_s", &["prefill", "decode"]),
-        (
-            "experts",
-            &[
-                "hits",
-                "misses",
-                "hit_rate",
-                "evictions",
-                "evicted_bytes",
-                "resident_bytes",
-                "resident_peak_bytes",
-            ],
-        ),
-        ("io", &["read_bytes", "read_bytes_per_token"]),
-        (
-            "memory",
-            &[
-                "peak_rss_bytes",
-                "peak_rss_anon_bytes",
-                "peak_rss_file_bytes",
-                "rss_bytes",
-                "swap_bytes",
-            ],
-        ),
-    ] {
-        for k in keys {
-            assert!(v[section].get(*k).is_some(), "missing {section}.{k}");
-        }
-    }
-    let layers = v["per_layer"].as_array().expect("per_layer array");
-    for l in layers {
-        for k in ["layer", "hits", "misses", "evictions"] {
-            assert!(l.get(k).is_some(), "missing per_layer.{k}");
-        }
-    }
+/// A stats file's bytes as the typed snapshot: every key of the documented schema must be
+/// there with its type, or this fails.
+fn parse(bytes: &[u8]) -> Snapshot {
+    let v: Snapshot = serde_json::from_slice(bytes).expect("stats file is always a whole snapshot");
+    assert_eq!(v.schema_version, 2);
+    v
 }
 
 #[test]
@@ -95,35 +52,30 @@ fn sigusr2_storm_never_leaves_a_partial_file() {
         assert!(status.success());
         std::thread::sleep(Duration::from_millis(5));
         if let Ok(bytes) = std::fs::read(&stats) {
-            let v: serde_json::Value =
-                serde_json::from_slice(&bytes).expect("stats file is always whole JSON");
-            check_keys(&v);
+            parse(&bytes);
             reads += 1;
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !stats.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(stats.exists(), "SIGUSR2 wrote no stats file");
-    let mid = json(&stats);
-    check_keys(&mid);
+    wait_for("a stats file from SIGUSR2", Duration::from_secs(5), || {
+        stats.exists()
+    });
+    let mid = parse(&std::fs::read(&stats).unwrap());
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "run failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let last = json(&stats);
-    check_keys(&last);
-    assert_eq!(last["complete"], true);
-    assert!(last["tokens"]["generated"].as_u64().unwrap() > 0);
-    assert!(reads > 0 || mid["complete"] == false);
-    // No temporary files are left behind.
+    let last = parse(&std::fs::read(&stats).unwrap());
+    assert!(last.complete);
+    assert!(last.tokens.generated > 0);
+    assert!(reads > 0 || !mid.complete);
+    // No temporary files are left behind: only the model and the stats file remain.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "stats.json" && n != "tiny.gguf")
         .collect();
     assert!(leftovers.is_empty(), "leftover temp files: {leftovers:?}");
 }
@@ -139,25 +91,29 @@ fn stats_at_exit_report_honest_figures() {
         "s",
         "hello world",
         "16",
-        &["--ram-budget-mb", "1024"],
+        &["--ram-budget-mb", "1024", "--no-predict"],
     );
-    check_keys(&v);
-    assert_eq!(v["pager_enabled"], true);
-    assert_eq!(v["budget_bytes"], 1024 * MIB);
-    let e = &v["experts"];
-    let (hits, misses) = (e["hits"].as_u64().unwrap(), e["misses"].as_u64().unwrap());
-    assert!(misses > 0, "a cold start must miss");
-    let rate = e["hit_rate"].as_f64().unwrap();
-    assert!((rate - hits as f64 / (hits + misses) as f64).abs() < 1e-9);
-    let m = &v["memory"];
-    assert!(m["peak_rss_bytes"].as_u64().unwrap() >= m["peak_rss_file_bytes"].as_u64().unwrap());
-    assert!(m["peak_rss_file_bytes"].as_u64().unwrap() > 0);
-    let per_layer_hits: u64 = v["per_layer"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["hits"].as_u64().unwrap())
-        .sum();
-    assert_eq!(per_layer_hits, hits);
-    assert!(v["io"]["read_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v.schema_version, 2);
+    assert!(v.pager_enabled);
+    assert_eq!(v.budget_bytes, 1024 * MIB);
+    let (p, d) = (&v.experts.prompt, &v.experts.decode);
+    assert!(p.misses > 0, "a cold start must miss");
+    // Phases are kept apart: the prompt's routings are its own, decode's are one token
+    // per step, and every selection is a cache hit, a prefetch hit or a miss.
+    assert!(p.routings > 0 && d.routings > 0);
+    for c in [p, d] {
+        assert_eq!(c.cache_hits + c.prefetch_hits + c.misses, c.selected);
+        assert!((c.cache_hit_rate - c.cache_hits as f64 / c.selected as f64).abs() < 1e-9);
+    }
+    // Without prediction nothing is read on a guess.
+    assert_eq!(p.prefetch_hits + d.prefetch_hits, 0);
+    assert_eq!(v.prefetch.decode.issued, 0);
+    assert!(v.memory.peak_rss_bytes >= v.memory.peak_rss_file_bytes);
+    assert!(v.memory.peak_rss_file_bytes > 0);
+    let per_layer_decode_hits: u64 = v.per_layer.iter().map(|l| l.decode_cache_hits).sum();
+    assert_eq!(per_layer_decode_hits, d.cache_hits);
+    let per_layer_prompt_misses: u64 = v.per_layer.iter().map(|l| l.prompt_misses).sum();
+    assert_eq!(per_layer_prompt_misses, p.misses);
+    assert!(v.io.read_bytes > 0);
+    assert_eq!(v.tokens.generated, v.tokens.generated_ids.len() as u64);
 }

@@ -20,13 +20,14 @@ TARGET = {0.5: 0.89, 0.25: 0.67, 0.125: 0.45}
 def read_trace(path):
     """Yields (step, layer, [[ids] per token]); a layer not above the previous starts a step."""
     data = open(path, "rb").read()
-    assert data[:8] == b"EPMTRC01", "not an EPM routing trace"
+    assert data[:8] in (b"EPMTRC01", b"EPMTRC02"), "not an EPM routing trace"
+    fixed = 12 if data[:8] == b"EPMTRC02" else 8  # version 2 adds a flags word
     n_expert, n_used = struct.unpack_from("<II", data, 8)
     off, step, prev = 16, -1, None
     records = []
     while off < len(data):
         layer, n_tok = struct.unpack_from("<II", data, off)
-        off += 8
+        off += fixed
         ids = struct.unpack_from("<%dH" % (n_tok * n_used), data, off)
         off += 2 * n_tok * n_used
         if prev is None or layer <= prev:

@@ -10,6 +10,9 @@ records tokens/logits identity, peak RSS split, evictions, hit rate and tok/s.
 """
 import argparse, hashlib, json, os, platform, subprocess, sys, tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import epm_stats  # noqa: E402
+
 MIB = 1 << 20
 PROMPT = "The quick brown fox jumps over the lazy dog, and the pager reads each expert"
 
@@ -111,7 +114,7 @@ def main():
     for r in rows:
         m = r["memory"]
         print(f'{r["config"]:<14} peak {m["peak_rss_bytes"]/MIB:7.1f} MiB (anon {m["peak_rss_anon_bytes"]/MIB:5.1f}, file {m["peak_rss_file_bytes"]/MIB:6.1f})'
-              f' budget {(r["budget_bytes"] or 0)/MIB:6.0f}  hit {r["experts"]["hit_rate"]:.3f} evict {r["experts"]["evictions"]:5d}'
+              f' budget {(r["budget_bytes"] or 0)/MIB:6.0f}  decode hit {epm_stats.decode(r)["cache_hit_rate"] or 0:.3f} evict {r["experts"]["evictions"]:5d}'
               f'  prefill {r["tok_per_s"]["prefill"]:6.1f} decode {r["tok_per_s"]["decode"]:6.1f} tok/s')
     subprocess.run(["rm", "-rf", tmp])
 

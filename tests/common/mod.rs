@@ -1,12 +1,15 @@
 //! Helpers shared by the integration tests: run `epm-run` as a child process, make
-//! synthetic models in a per-test temp dir, and put a child under a cgroup v1 memory cap.
-#![allow(dead_code)]
+//! synthetic models in a per-test temp dir, read the typed stats, and put a child under a
+//! hard memory cap (the harness's own [`Cap`]).
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
-pub const MIB: u64 = 1 << 20;
+pub use epm_bench::harness::cap::{Cap, CapKind};
+pub use epm_core::stats::Snapshot;
+pub use epm_core::units::MIB;
 
 /// Tests that run llama.cpp take this lock first. ggml's thread pool spin-waits, so two
 /// generations at once on a 2-core machine slow each other down by orders of magnitude.
@@ -45,9 +48,17 @@ pub fn synth(dir: &Path, preset: &str, extra: &[&str]) -> PathBuf {
     path
 }
 
+/// A JSON file (plans, A/B reports) as untyped JSON.
 pub fn json(path: &Path) -> serde_json::Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+/// A stats file, deserialized into the typed snapshot (fails on any missing key).
+pub fn stats(path: &Path) -> Snapshot {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{} is not a stats snapshot: {e}", path.display()))
 }
 
 pub fn plan(model: &Path, extra: &[&str]) -> serde_json::Value {
@@ -56,77 +67,12 @@ pub fn plan(model: &Path, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(&epm(&args))).expect("plan --json parses")
 }
 
-/// A cgroup v1 memory cap, removed on drop. `None` where the controller is not writable.
-pub struct Cgroup {
-    pub dir: PathBuf,
-}
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
-const V1_ROOT: &str = "/sys/fs/cgroup/memory";
-
-impl Cgroup {
-    pub fn new(limit_bytes: u64) -> Option<Cgroup> {
-        let name = format!(
-            "epm-test-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = Path::new(V1_ROOT).join(name);
-        std::fs::create_dir(&dir).ok()?;
-        let cg = Cgroup { dir };
-        std::fs::write(
-            cg.dir.join("memory.limit_in_bytes"),
-            limit_bytes.to_string(),
-        )
-        .ok()?;
-        let memsw = cg.dir.join("memory.memsw.limit_in_bytes");
-        if memsw.exists() {
-            std::fs::write(memsw, limit_bytes.to_string()).ok()?;
-        }
-        Some(cg)
-    }
-
-    /// `cmd` run as a member of this cgroup (the shell joins it, then execs the command).
-    pub fn command(&self, program: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg("echo $$ > \"$0\" && exec \"$@\"")
-            .arg(self.dir.join("cgroup.procs"))
-            .arg(program)
-            .args(args);
-        c
-    }
-
-    fn read(&self, file: &str) -> String {
-        std::fs::read_to_string(self.dir.join(file)).unwrap_or_default()
-    }
-
-    pub fn oom_kills(&self) -> u64 {
-        self.read("memory.oom_control")
-            .lines()
-            .find_map(|l| l.strip_prefix("oom_kill "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    }
-
-    pub fn max_usage(&self) -> u64 {
-        self.read("memory.max_usage_in_bytes")
-            .trim()
-            .parse()
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        // Members have exited by now; retry briefly while the kernel finishes the exit.
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
+/// The plan's minimum budget, in whole MiB.
+pub fn min_budget_mb(model: &Path, extra: &[&str]) -> u64 {
+    plan(model, extra)["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB)
 }
 
 /// `generate` arguments: `prompt`, `n` tokens, ctx 1024, 2 threads, stats to `stats`.
@@ -153,7 +99,7 @@ pub fn generate_args(model: &Path, prompt: &str, n: &str, stats: &Path) -> Vec<S
 }
 
 /// Run `generate` (see [`generate_args`]) plus `extra`, dumping logits; returns the logits
-/// bytes and the parsed stats. Files are `dir/<tag>.logits` and `dir/<tag>.json`.
+/// bytes and the stats. Files are `dir/<tag>.logits` and `dir/<tag>.json`.
 pub fn generate(
     model: &Path,
     dir: &Path,
@@ -161,10 +107,10 @@ pub fn generate(
     prompt: &str,
     n: &str,
     extra: &[&str],
-) -> (Vec<u8>, serde_json::Value) {
+) -> (Vec<u8>, Snapshot) {
     let logits = dir.join(format!("{tag}.logits"));
-    let stats = dir.join(format!("{tag}.json"));
-    let mut args = generate_args(model, prompt, n, &stats);
+    let stats_path = dir.join(format!("{tag}.json"));
+    let mut args = generate_args(model, prompt, n, &stats_path);
     args.extend([
         "--dump-logits".to_string(),
         logits.to_str().unwrap().to_string(),
@@ -172,5 +118,19 @@ pub fn generate(
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     ok(&epm(&refs));
-    (std::fs::read(&logits).unwrap(), json(&stats))
+    (std::fs::read(&logits).unwrap(), stats(&stats_path))
+}
+
+/// Poll until `cond` holds, failing after `timeout` with `what`.
+pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `generate` args as `String`s for [`Cap::command`].
+pub fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
 }

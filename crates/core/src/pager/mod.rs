@@ -1,0 +1,615 @@
+//! The pager: which experts are resident, which are pinned, what to evict, and how many
+//! bytes that all costs against the expert budget. Pure policy: it knows nothing of
+//! llama.cpp and makes no system call itself; it tells an [`Advisor`] what to do.
+
+use std::sync::Arc;
+
+use crate::stats::{PagerCounters, PhaseCounters};
+
+#[cfg(test)]
+mod tests;
+
+/// A byte range of one model file (shard `file`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileRange {
+    pub file: u32,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Carries out the pager's decisions. The real one (`epm_sys::OsAdvisor`) calls
+/// madvise/fadvise; tests plug in a fake that records the calls.
+pub trait Advisor {
+    /// Start reading this range in (asynchronously); it is about to be used.
+    fn will_need(&mut self, range: FileRange);
+    /// Start reading this range in on a guess; by default the same as `will_need`. An
+    /// advisor may do it later, off the caller's thread, until `flush`.
+    fn will_need_ahead(&mut self, range: FileRange) {
+        self.will_need(range);
+    }
+    /// Drop this range from memory and page cache. Returns the bytes actually dropped.
+    fn evict(&mut self, range: FileRange) -> u64;
+    /// The `will_need` calls of one routing step are complete; an advisor that batches
+    /// them acts now.
+    fn flush(&mut self) {}
+    /// The run is over: complete whatever drops are still outstanding.
+    fn finish(&mut self) {}
+}
+
+/// One expert tensor of a layer, as the pager sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpertSlice {
+    pub file: u32,
+    /// File offset of expert 0.
+    pub offset: u64,
+    pub bytes_per_expert: u64,
+}
+
+impl ExpertSlice {
+    /// The bytes of expert `e` in this tensor.
+    pub fn range(&self, e: u64) -> FileRange {
+        FileRange {
+            file: self.file,
+            offset: self.offset + e * self.bytes_per_expert,
+            len: self.bytes_per_expert,
+        }
+    }
+}
+
+/// Which phase a routed ubatch belongs to: the prompt's prefill, or decode steps (one new
+/// token per active sequence). The session knows; the pager keeps the two apart in its
+/// counters, and the predictor predicts further ahead in decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phase {
+    #[default]
+    Prompt,
+    Decode,
+}
+
+/// The expert tensors of one MoE layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerSpec {
+    pub layer: u32,
+    pub slices: Vec<ExpertSlice>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PagerConfig {
+    /// Bytes of expert pages that may be resident at once.
+    pub expert_budget_bytes: u64,
+    /// Experts used within this many most recent tokens are never evicted (0: only the
+    /// experts of the layer being computed are protected).
+    pub hot_window_tokens: u64,
+    /// Page size used to cost an expert (its ranges rounded outward to pages).
+    pub page_size: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// Bytes of the pages `[offset, offset+len)` touches: what holding it resident costs.
+pub fn expert_span(offset: u64, len: u64, page: u64) -> u64 {
+    (offset + len).next_multiple_of(page) - offset / page * page
+}
+
+/// The most [`expert_span`] can be for `len` bytes at any offset: the bound the plan uses
+/// before it knows where each expert lies.
+pub fn expert_span_bound(len: u64, page: u64) -> u64 {
+    len.next_multiple_of(page) + page
+}
+
+/// Residency table and LRU over every (layer, expert) slot.
+///
+/// Invariants:
+/// 1. `resident[s]` is true iff slot `s` was advised in and not evicted since.
+/// 2. `resident_bytes == Σ cost[s]` over resident slots.
+/// 3. The LRU list (`head`, `tail`, `prev`, `next`) links exactly the resident slots, most
+///    recently used at `head`; so recency decreases monotonically from head to tail.
+/// 4. `pin_epoch[s] == epoch` iff slot `s` was selected by the latest `route` call: those
+///    experts are about to be computed and are never evicted.
+/// 5. `pinned` holds exactly the slots of invariant 4; its capacity is fixed at construction,
+///    so `route` never allocates.
+/// 6. `resident_bytes <= budget` after `route`, unless pinned and hot-window slots alone
+///    exceed the budget (then `counters.overruns` is incremented).
+pub struct Pager<A: Advisor> {
+    advisor: A,
+    config: PagerConfig,
+    n_expert: u32,
+    /// Layer id -> position in `layers`, or NIL for a layer without experts.
+    layer_pos: Vec<u32>,
+    layers: Vec<LayerSpec>,
+    cost: Vec<u64>,
+    resident: Vec<bool>,
+    last_used: Vec<u64>,
+    pin_epoch: Vec<u64>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    pinned: Vec<u32>,
+    /// 7. `speculative[s]` implies `resident[s]`: advised in on a prediction, not yet selected.
+    speculative: Vec<bool>,
+    /// 8. `predicted[s]`: slot `s` was predicted for its layer's next routing (cleared by it).
+    predicted: Vec<bool>,
+    epoch: u64,
+    /// The phase of the latest `route` call; predictions made after it count in it.
+    phase: Phase,
+    resident_bytes: u64,
+    /// Token clock: advanced by each ubatch's token count when routing restarts at a lower layer.
+    clock: u64,
+    last_layer: Option<u32>,
+    counters: Arc<PagerCounters>,
+}
+
+impl<A: Advisor> Pager<A> {
+    pub fn new(
+        advisor: A,
+        config: PagerConfig,
+        n_expert: u32,
+        layers: Vec<LayerSpec>,
+        counters: Arc<PagerCounters>,
+    ) -> Pager<A> {
+        let max_layer = layers.iter().map(|l| l.layer).max().map_or(0, |m| m + 1);
+        let mut layer_pos = vec![NIL; max_layer as usize];
+        for (i, l) in layers.iter().enumerate() {
+            layer_pos[l.layer as usize] = i as u32;
+        }
+        let n_slots = layers.len() * n_expert as usize;
+        let page = config.page_size.max(1);
+        let mut cost = vec![0u64; n_slots];
+        for (li, l) in layers.iter().enumerate() {
+            for e in 0..u64::from(n_expert) {
+                cost[li * n_expert as usize + e as usize] = l
+                    .slices
+                    .iter()
+                    .map(|s| {
+                        let r = s.range(e);
+                        expert_span(r.offset, r.len, page)
+                    })
+                    .sum();
+            }
+        }
+        Pager {
+            advisor,
+            config,
+            n_expert,
+            layer_pos,
+            layers,
+            cost,
+            resident: vec![false; n_slots],
+            speculative: vec![false; n_slots],
+            predicted: vec![false; n_slots],
+            last_used: vec![0; n_slots],
+            pin_epoch: vec![0; n_slots],
+            prev: vec![NIL; n_slots],
+            next: vec![NIL; n_slots],
+            head: NIL,
+            tail: NIL,
+            pinned: Vec::with_capacity(n_expert as usize),
+            epoch: 0,
+            phase: Phase::Prompt,
+            resident_bytes: 0,
+            clock: 0,
+            last_layer: None,
+            counters,
+        }
+    }
+
+    pub fn advisor(&self) -> &A {
+        &self.advisor
+    }
+
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident_bytes
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.config.expert_budget_bytes
+    }
+
+    pub fn is_resident(&self, layer: u32, expert: u32) -> bool {
+        self.slot(layer, expert).is_some_and(|s| self.resident[s])
+    }
+
+    /// Bytes that selecting one expert of `layer` costs (page-rounded), if the layer has experts.
+    pub fn expert_cost(&self, layer: u32, expert: u32) -> Option<u64> {
+        self.slot(layer, expert).map(|s| self.cost[s])
+    }
+
+    fn slot(&self, layer: u32, expert: u32) -> Option<usize> {
+        let pos = *self.layer_pos.get(layer as usize)?;
+        (pos != NIL && expert < self.n_expert)
+            .then(|| pos as usize * self.n_expert as usize + expert as usize)
+    }
+
+    fn unlink(&mut self, s: usize) {
+        let (p, n) = (self.prev[s], self.next[s]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.prev[s] = NIL;
+        self.next[s] = NIL;
+    }
+
+    fn push_head(&mut self, s: usize) {
+        self.prev[s] = NIL;
+        self.next[s] = self.head;
+        if self.head != NIL {
+            self.prev[self.head as usize] = s as u32;
+        }
+        self.head = s as u32;
+        if self.tail == NIL {
+            self.tail = s as u32;
+        }
+    }
+
+    fn push_tail(&mut self, s: usize) {
+        self.next[s] = NIL;
+        self.prev[s] = self.tail;
+        if self.tail != NIL {
+            self.next[self.tail as usize] = s as u32;
+        }
+        self.tail = s as u32;
+        if self.head == NIL {
+            self.head = s as u32;
+        }
+    }
+
+    fn protected(&self, s: usize) -> bool {
+        self.pin_epoch[s] == self.epoch
+            || (self.config.hot_window_tokens > 0
+                && self.clock.saturating_sub(self.last_used[s]) < self.config.hot_window_tokens)
+    }
+
+    /// The range to drop for expert `e` of one slice: the expert's own bytes, widened to
+    /// the page boundary on a side whose neighbouring expert is not resident. Pages shared
+    /// with a resident neighbour (or another tensor) are kept.
+    fn eviction_range(&self, layer_base: usize, sl: &ExpertSlice, e: u64) -> FileRange {
+        let page = self.config.page_size.max(1);
+        let mut r = sl.range(e);
+        if sl.bytes_per_expert < page {
+            return r;
+        }
+        let mut start = r.offset;
+        let mut end = r.offset + r.len;
+        if e > 0 && !self.resident[layer_base + e as usize - 1] {
+            start = start / page * page;
+        }
+        if e + 1 < u64::from(self.n_expert) && !self.resident[layer_base + e as usize + 1] {
+            end = end.next_multiple_of(page);
+        }
+        r.offset = start;
+        r.len = end - start;
+        r
+    }
+
+    fn evict_slot(&mut self, s: usize) {
+        let n = self.n_expert as usize;
+        let layer_base = s / n * n;
+        let mut dropped = 0;
+        for i in 0..self.layers[s / n].slices.len() {
+            let sl = self.layers[s / n].slices[i];
+            let r = self.eviction_range(layer_base, &sl, (s % n) as u64);
+            dropped += self.advisor.evict(r);
+        }
+        self.unlink(s);
+        self.resident[s] = false;
+        self.resident_bytes -= self.cost[s];
+        self.counters.layers[s / n].evictions.inc();
+        self.counters.evictions.inc();
+        self.counters.evicted_bytes.add(dropped);
+        self.counters.resident_bytes.set(self.resident_bytes);
+    }
+
+    /// Evict unprotected slots, least recently used first, until `resident_bytes + need <= target`.
+    /// Returns whether the target was reached.
+    fn make_room(&mut self, need: u64, target: u64) -> bool {
+        while self.resident_bytes + need > target {
+            let s = self.tail;
+            if s == NIL || self.protected(s as usize) {
+                // Invariant 3: everything nearer the head is more recent, so also protected.
+                return false;
+            }
+            self.evict_slot(s as usize);
+        }
+        true
+    }
+
+    fn phase_counters(&self) -> &PhaseCounters {
+        match self.phase {
+            Phase::Prompt => &self.counters.prompt,
+            Phase::Decode => &self.counters.decode,
+        }
+    }
+
+    /// Routing for `layer` is known: `selected` are the expert ids chosen for the ubatch's
+    /// `n_tokens` tokens (duplicates allowed). Marks them hot and pinned, evicts cold experts
+    /// if the budget requires, and advises the missing ones in. Never allocates.
+    pub fn route(
+        &mut self,
+        layer: u32,
+        phase: Phase,
+        n_tokens: u64,
+        selected: impl Iterator<Item = i32>,
+    ) {
+        if self.last_layer.is_none_or(|last| layer <= last) {
+            self.clock += n_tokens;
+        }
+        self.last_layer = Some(layer);
+        self.phase = phase;
+        let Some(pos) = self
+            .layer_pos
+            .get(layer as usize)
+            .copied()
+            .filter(|&p| p != NIL)
+        else {
+            return;
+        };
+        self.epoch += 1;
+        self.pinned.clear();
+        let base = pos as usize * self.n_expert as usize;
+        let mut need = 0u64;
+        let (mut cache_hits, mut prefetch_hits, mut misses) = (0u64, 0u64, 0u64);
+        for id in selected {
+            if id < 0 || id as u32 >= self.n_expert {
+                continue;
+            }
+            let s = base + id as usize;
+            if let Some(c) = self.counters.layers[pos as usize]
+                .selections
+                .get(id as usize)
+            {
+                c.inc();
+            }
+            if self.pin_epoch[s] == self.epoch {
+                continue;
+            }
+            self.pin_epoch[s] = self.epoch;
+            self.last_used[s] = self.clock;
+            if self.pinned.len() < self.pinned.capacity() {
+                self.pinned.push(s as u32);
+            }
+            if self.resident[s] {
+                if self.speculative[s] {
+                    prefetch_hits += 1;
+                } else {
+                    cache_hits += 1;
+                }
+                self.unlink(s);
+                self.push_head(s);
+            } else {
+                misses += 1;
+                need += self.cost[s];
+            }
+        }
+        self.settle_predictions(pos as usize);
+        let fits = self.make_room(need, self.config.expert_budget_bytes);
+        if !fits {
+            self.counters.overruns.inc();
+        }
+        // Advise the missing experts in the order mul_mat_id reads them: tensor by tensor
+        // (gate, up, down), experts in ascending id within each.
+        self.pinned.sort_unstable();
+        let n = self.n_expert as usize;
+        for k in 0..self.layers[pos as usize].slices.len() {
+            let sl = self.layers[pos as usize].slices[k];
+            for i in 0..self.pinned.len() {
+                let s = self.pinned[i] as usize;
+                if !self.resident[s] {
+                    self.advisor.will_need(sl.range((s % n) as u64));
+                }
+            }
+        }
+        self.advisor.flush();
+        for i in 0..self.pinned.len() {
+            let s = self.pinned[i] as usize;
+            if self.resident[s] {
+                continue;
+            }
+            self.resident[s] = true;
+            self.resident_bytes += self.cost[s];
+            self.push_head(s);
+        }
+        let c = self.phase_counters();
+        c.routings.inc();
+        c.selected.add(cache_hits + prefetch_hits + misses);
+        c.cache_hits.add(cache_hits);
+        c.prefetch_hits.add(prefetch_hits);
+        c.misses.add(misses);
+        c.miss_bytes.add(need);
+        let l = &self.counters.layers[pos as usize];
+        match phase {
+            Phase::Prompt => l.prompt_misses.add(misses),
+            Phase::Decode => {
+                l.decode_cache_hits.add(cache_hits);
+                l.decode_prefetch_hits.add(prefetch_hits);
+                l.decode_misses.add(misses);
+            }
+        }
+        self.counters.resident_bytes.set(self.resident_bytes);
+        self.counters.resident_peak_bytes.max(self.resident_bytes);
+        #[cfg(test)]
+        {
+            self.check_invariants();
+            // 6.
+            assert!(
+                fits || self.resident_bytes > self.config.expert_budget_bytes,
+                "invariant 6"
+            );
+            assert!(
+                !fits || self.resident_bytes <= self.config.expert_budget_bytes,
+                "invariant 6: over budget without an overrun"
+            );
+        }
+    }
+
+    /// Score this layer's predictions against the routing just pinned, and demote wrong
+    /// speculative reads to the cold end of the LRU so they are the first evicted.
+    fn settle_predictions(&mut self, pos: usize) {
+        let n = self.n_expert as usize;
+        let base = pos * n;
+        let (mut predicted, mut predicted_selected) = (0u64, 0u64);
+        let (mut useful, mut useful_bytes, mut wasted_bytes) = (0u64, 0u64, 0u64);
+        for s in base..base + n {
+            let selected = self.pin_epoch[s] == self.epoch;
+            if self.predicted[s] {
+                predicted += 1;
+                self.predicted[s] = false;
+                predicted_selected += u64::from(selected);
+            }
+            if self.speculative[s] {
+                self.speculative[s] = false;
+                if selected {
+                    useful += 1;
+                    useful_bytes += self.cost[s];
+                } else {
+                    wasted_bytes += self.cost[s];
+                    self.unlink(s);
+                    self.push_tail(s);
+                }
+            }
+        }
+        let c = self.phase_counters();
+        c.prefetch_useful.add(useful);
+        c.prefetch_useful_bytes.add(useful_bytes);
+        c.prefetch_wasted_bytes.add(wasted_bytes);
+        if predicted > 0 {
+            let selected = self.pinned.len() as u64;
+            c.predicted.add(predicted);
+            c.predicted_of.add(selected);
+            c.predicted_selected.add(predicted_selected);
+            let l = &self.counters.layers[pos];
+            l.predicted_selected.add(predicted_selected);
+            l.predicted_of.add(selected);
+        }
+    }
+
+    /// A prediction of `layer`'s next routing: advise in the predicted experts that are not
+    /// resident, as far as the budget allows without touching protected experts. They count
+    /// against the budget; if routing does not select them they are evicted first.
+    pub fn speculate(&mut self, layer: u32, predicted: impl Iterator<Item = i32>) {
+        let Some(pos) = self
+            .layer_pos
+            .get(layer as usize)
+            .copied()
+            .filter(|&p| p != NIL)
+        else {
+            return;
+        };
+        let n = self.n_expert as usize;
+        let base = pos as usize * n;
+        let mut issued = false;
+        for id in predicted {
+            if id < 0 || id as usize >= n {
+                continue;
+            }
+            let s = base + id as usize;
+            if self.predicted[s] {
+                continue;
+            }
+            self.predicted[s] = true;
+            if self.resident[s] || !self.make_room(self.cost[s], self.config.expert_budget_bytes) {
+                continue;
+            }
+            for k in 0..self.layers[pos as usize].slices.len() {
+                let sl = self.layers[pos as usize].slices[k];
+                self.advisor.will_need_ahead(sl.range(id as u64));
+            }
+            issued = true;
+            self.resident[s] = true;
+            self.speculative[s] = true;
+            self.resident_bytes += self.cost[s];
+            self.push_head(s);
+            let c = self.phase_counters();
+            c.prefetch_issued.inc();
+            c.prefetch_issued_bytes.add(self.cost[s]);
+        }
+        if issued {
+            self.advisor.flush();
+        }
+        self.counters.resident_bytes.set(self.resident_bytes);
+        self.counters.resident_peak_bytes.max(self.resident_bytes);
+        #[cfg(test)]
+        self.check_invariants();
+    }
+
+    /// The run is over: let the advisor complete outstanding drops.
+    pub fn finish(&mut self) {
+        self.advisor.finish();
+    }
+
+    /// The ranges an eviction of each non-resident expert covers (see `eviction_range`):
+    /// pages of the file the page cache should not hold. For an end-of-run audit.
+    pub fn non_resident_ranges(&self) -> impl Iterator<Item = FileRange> + '_ {
+        let n = self.n_expert as usize;
+        (0..self.resident.len())
+            .filter(|&s| !self.resident[s])
+            .flat_map(move |s| {
+                let layer_base = s / n * n;
+                self.layers[s / n]
+                    .slices
+                    .iter()
+                    .map(move |sl| self.eviction_range(layer_base, sl, (s % n) as u64))
+            })
+    }
+
+    /// Outside pressure (measured RSS above the budget): evict unprotected experts until the
+    /// resident expert bytes are at most `target`.
+    pub fn shrink_to(&mut self, target: u64) {
+        self.make_room(0, target);
+        #[cfg(test)]
+        self.check_invariants();
+    }
+
+    /// Check every numbered invariant of [`Pager`]; panics with the one that fails. Test
+    /// builds run it after every public operation.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let n_slots = self.resident.len();
+        // 2.
+        let sum: u64 = (0..n_slots)
+            .filter(|&s| self.resident[s])
+            .map(|s| self.cost[s])
+            .sum();
+        assert_eq!(sum, self.resident_bytes, "invariant 2: resident_bytes");
+        // 3: the list links exactly the resident slots, and prev/next agree.
+        let mut seen = vec![false; n_slots];
+        let (mut s, mut prev, mut count) = (self.head, NIL, 0usize);
+        while s != NIL {
+            let i = s as usize;
+            assert!(!seen[i], "invariant 3: slot {i} linked twice");
+            seen[i] = true;
+            assert_eq!(self.prev[i], prev, "invariant 3: prev of slot {i}");
+            prev = s;
+            s = self.next[i];
+            count += 1;
+        }
+        assert_eq!(self.tail, prev, "invariant 3: tail");
+        for (i, (&linked, &resident)) in seen.iter().zip(&self.resident).enumerate() {
+            assert_eq!(linked, resident, "invariants 1/3: slot {i}");
+        }
+        assert_eq!(count, self.resident.iter().filter(|&&r| r).count());
+        // 4 and 5: `pinned` holds exactly this epoch's pins, without duplicates.
+        let pinned_now = (0..n_slots)
+            .filter(|&s| self.pin_epoch[s] == self.epoch && self.epoch > 0)
+            .count();
+        assert_eq!(pinned_now, self.pinned.len(), "invariants 4/5: pinned");
+        assert!(
+            self.pinned.capacity() >= self.n_expert as usize,
+            "invariant 5"
+        );
+        // 7.
+        for (i, (&spec, &resident)) in self.speculative.iter().zip(&self.resident).enumerate() {
+            assert!(
+                !spec || resident,
+                "invariant 7: slot {i} speculative but not resident"
+            );
+        }
+    }
+}

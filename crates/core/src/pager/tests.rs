@@ -1,0 +1,389 @@
+//! Policy tests through a fake advisor that records every call.
+
+use super::*;
+
+#[derive(Default)]
+struct Recorder {
+    will_need: Vec<FileRange>,
+    evicted: Vec<FileRange>,
+}
+
+impl Advisor for Recorder {
+    fn will_need(&mut self, r: FileRange) {
+        self.will_need.push(r);
+    }
+    fn evict(&mut self, r: FileRange) -> u64 {
+        self.evicted.push(r);
+        r.len
+    }
+}
+
+const PAGE: u64 = 4096;
+/// Each expert is one page-aligned 8 KiB slice: expert e of layer l at (l*16 + e) * 8 KiB.
+const EXPERT: u64 = 2 * PAGE;
+const N_EXPERT: u32 = 16;
+
+fn pager(budget_experts: u64, window: u64, n_layers: u32) -> Pager<Recorder> {
+    let layers = (0..n_layers)
+        .map(|l| LayerSpec {
+            layer: l,
+            slices: vec![ExpertSlice {
+                file: 0,
+                offset: u64::from(l) * u64::from(N_EXPERT) * EXPERT,
+                bytes_per_expert: EXPERT,
+            }],
+        })
+        .collect();
+    Pager::new(
+        Recorder::default(),
+        PagerConfig {
+            expert_budget_bytes: budget_experts * EXPERT,
+            hot_window_tokens: window,
+            page_size: PAGE,
+        },
+        N_EXPERT,
+        layers,
+        Arc::new(PagerCounters::new(0..n_layers, N_EXPERT)),
+    )
+}
+
+/// One layer of 4 experts in one slice at `offset`, with a 1 MiB budget.
+fn one_layer(offset: u64, bytes_per_expert: u64) -> Pager<Recorder> {
+    let layers = vec![LayerSpec {
+        layer: 0,
+        slices: vec![ExpertSlice {
+            file: 0,
+            offset,
+            bytes_per_expert,
+        }],
+    }];
+    Pager::new(
+        Recorder::default(),
+        PagerConfig {
+            expert_budget_bytes: 1 << 20,
+            hot_window_tokens: 0,
+            page_size: PAGE,
+        },
+        4,
+        layers,
+        Arc::new(PagerCounters::new([0], 4)),
+    )
+}
+
+fn expert_of(r: &FileRange, layer: u32) -> u32 {
+    ((r.offset - u64::from(layer) * u64::from(N_EXPERT) * EXPERT) / EXPERT) as u32
+}
+
+#[test]
+fn misses_are_advised_in_and_hits_are_not() {
+    let mut p = pager(8, 0, 1);
+    p.route(0, Phase::Decode, 1, [1, 2, 2].into_iter());
+    assert_eq!(p.advisor().will_need.len(), 2);
+    p.route(0, Phase::Decode, 1, [2, 3].into_iter());
+    assert_eq!(p.advisor().will_need.len(), 3);
+    assert_eq!(p.counters.decode.cache_hits.get(), 1);
+    assert_eq!(p.counters.decode.misses.get(), 3);
+    assert_eq!(p.resident_bytes(), 3 * EXPERT);
+}
+
+#[test]
+fn evicts_least_recently_used_first() {
+    let mut p = pager(3, 0, 1);
+    for e in [0, 1, 2] {
+        p.route(0, Phase::Decode, 1, [e].into_iter());
+    }
+    p.route(0, Phase::Decode, 1, [0].into_iter()); // 0 becomes most recent; LRU order now 1, 2, 0
+    p.route(0, Phase::Decode, 1, [3].into_iter());
+    p.route(0, Phase::Decode, 1, [4].into_iter());
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![1, 2]);
+    assert!(p.is_resident(0, 0) && p.is_resident(0, 3) && p.is_resident(0, 4));
+    assert_eq!(p.resident_bytes(), 3 * EXPERT);
+}
+
+#[test]
+fn pinned_experts_are_never_evicted_even_over_budget() {
+    let mut p = pager(2, 0, 1);
+    p.route(0, Phase::Prompt, 4, [0, 1, 2, 3].into_iter());
+    assert!(
+        p.advisor().evicted.is_empty(),
+        "the current layer's experts are pinned"
+    );
+    assert_eq!(p.counters.overruns.get(), 1);
+    // The next call unpins them; the new selection forces the old ones out.
+    p.route(0, Phase::Decode, 1, [5].into_iter());
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![0, 1, 2]);
+    assert!(p.is_resident(0, 3) && p.is_resident(0, 5));
+}
+
+#[test]
+fn a_range_is_never_evicted_while_pinned() {
+    let mut p = pager(3, 0, 2);
+    for step in 0..200u32 {
+        let layer = step % 2;
+        let sel = [(step * 7) % N_EXPERT, (step * 3 + 1) % N_EXPERT];
+        p.route(layer, Phase::Decode, 1, sel.iter().map(|&e| e as i32));
+        let evicted_now: Vec<FileRange> = p.advisor().evicted.clone();
+        for r in evicted_now.iter().rev().take(4) {
+            let l = (r.offset / (u64::from(N_EXPERT) * EXPERT)) as u32;
+            if l == layer {
+                assert!(
+                    !sel.contains(&expert_of(r, l)),
+                    "pinned expert evicted at step {step}"
+                );
+            }
+        }
+        for &e in &sel {
+            assert!(p.is_resident(layer, e));
+        }
+        assert!(p.resident_bytes() <= 3 * EXPERT);
+    }
+}
+
+#[test]
+fn hot_window_protects_recent_tokens() {
+    // Window of 2 tokens: experts used by the last 2 tokens stay even when the budget is tight.
+    let mut p = pager(2, 2, 1);
+    p.route(0, Phase::Decode, 1, [0].into_iter()); // token 1
+    p.route(0, Phase::Decode, 1, [1].into_iter()); // token 2
+    p.route(0, Phase::Decode, 1, [2].into_iter()); // token 3: 1 is within the window, 0 is not
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![0]);
+    p.route(0, Phase::Decode, 1, [3].into_iter()); // token 4: 2 in window, 1 is now 2 tokens old
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![0, 1]);
+}
+
+#[test]
+fn token_clock_advances_per_ubatch_not_per_layer() {
+    let mut p = pager(64, 3, 3);
+    for _ in 0..2 {
+        for l in 0..3 {
+            p.route(l, Phase::Prompt, 5, [0].into_iter());
+        }
+    }
+    assert_eq!(p.clock, 10);
+}
+
+#[test]
+fn cost_rounds_unaligned_experts_outward_to_pages() {
+    let p = one_layer(100, 5000);
+    // Expert 0 spans [100, 5100): pages 0 and 1. Expert 1 spans [5100, 10100): pages 1 and 2.
+    assert_eq!(p.expert_cost(0, 0), Some(2 * PAGE));
+    assert_eq!(p.expert_cost(0, 1), Some(2 * PAGE));
+    assert_eq!(p.expert_cost(1, 0), None);
+}
+
+#[test]
+fn shrink_to_evicts_until_target_but_keeps_pins() {
+    let mut p = pager(8, 0, 1);
+    p.route(0, Phase::Decode, 1, [0, 1, 2, 3].into_iter());
+    p.route(0, Phase::Decode, 1, [4].into_iter());
+    p.shrink_to(2 * EXPERT);
+    assert!(p.is_resident(0, 4), "pinned");
+    assert_eq!(p.resident_bytes(), 2 * EXPERT);
+    assert_eq!(p.advisor().evicted.len(), 3);
+}
+
+#[test]
+fn out_of_range_ids_and_unknown_layers_are_ignored() {
+    let mut p = pager(4, 0, 1);
+    p.route(0, Phase::Decode, 1, [-1, 16, 99].into_iter());
+    p.route(7, Phase::Decode, 1, [0].into_iter());
+    assert!(p.advisor().will_need.is_empty());
+    assert_eq!(p.resident_bytes(), 0);
+}
+
+#[test]
+fn eviction_widens_to_pages_only_beside_non_resident_neighbours() {
+    // Experts of 6000 bytes at offset 1000: every expert shares pages with its neighbours.
+    let mut p = one_layer(1000, 6000);
+    p.route(0, Phase::Decode, 1, [1, 2].into_iter());
+    p.route(0, Phase::Decode, 1, [3].into_iter());
+    p.shrink_to(p.resident_bytes() - 1); // evicts 1 (least recent); 0 is absent, 2 resident
+    let r = p.advisor().evicted[0];
+    // Expert 1 is [7000, 13000): widened down to 4096 (expert 0 absent), not up (2 resident).
+    assert_eq!((r.offset, r.offset + r.len), (4096, 13000));
+}
+
+#[test]
+fn misses_are_advised_tensor_by_tensor_in_expert_order_then_flushed() {
+    #[derive(Default)]
+    struct Order {
+        calls: Vec<(u32, u64)>,
+        flushes: usize,
+    }
+    impl Advisor for Order {
+        fn will_need(&mut self, r: FileRange) {
+            self.calls.push((r.file, r.offset));
+        }
+        fn evict(&mut self, r: FileRange) -> u64 {
+            r.len
+        }
+        fn flush(&mut self) {
+            self.flushes += 1;
+        }
+    }
+    let slice = |offset| ExpertSlice {
+        file: 0,
+        offset,
+        bytes_per_expert: 100,
+    };
+    let layers = vec![LayerSpec {
+        layer: 0,
+        slices: vec![slice(0), slice(10_000), slice(20_000)],
+    }];
+    let mut p = Pager::new(
+        Order::default(),
+        PagerConfig {
+            expert_budget_bytes: 1 << 20,
+            hot_window_tokens: 0,
+            page_size: PAGE,
+        },
+        8,
+        layers,
+        Arc::new(PagerCounters::new([0], 8)),
+    );
+    p.route(0, Phase::Prompt, 2, [5, 2, 5, 7].into_iter());
+    let offsets: Vec<u64> = p.advisor().calls.iter().map(|c| c.1).collect();
+    assert_eq!(
+        offsets,
+        vec![200, 500, 700, 10_200, 10_500, 10_700, 20_200, 20_500, 20_700]
+    );
+    assert_eq!(p.advisor().flushes, 1);
+}
+
+#[test]
+fn wrong_speculation_is_evicted_first_and_right_one_counts_as_useful() {
+    let mut p = pager(4, 0, 2);
+    p.route(0, Phase::Decode, 1, [0].into_iter());
+    p.speculate(1, [1, 2].into_iter()); // layer 1 predicted: experts 1 and 2
+    assert!(p.is_resident(1, 1) && p.is_resident(1, 2));
+    assert_eq!(p.counters.decode.prefetch_issued.get(), 2);
+    assert_eq!(p.counters.decode.prefetch_issued_bytes.get(), 2 * EXPERT);
+    p.route(1, Phase::Decode, 1, [1].into_iter()); // 1 was right, 2 was wrong
+    assert_eq!(p.counters.decode.prefetch_useful.get(), 1);
+    assert_eq!(p.counters.decode.prefetch_useful_bytes.get(), EXPERT);
+    assert_eq!(p.counters.decode.prefetch_wasted_bytes.get(), EXPERT);
+    assert_eq!(
+        p.counters.decode.prefetch_hits.get(),
+        1,
+        "the prefetched expert is a prefetch hit"
+    );
+    assert_eq!(p.counters.decode.cache_hits.get(), 0, "and not a cache hit");
+    // Decode steps: the prompt's speculative counters saw nothing.
+    assert_eq!(p.counters.prompt.prefetch_issued_bytes.get(), 0);
+    assert_eq!(
+        (
+            p.counters.decode.predicted.get(),
+            p.counters.decode.predicted_selected.get()
+        ),
+        (2, 1)
+    );
+    // Budget 4: resident are (0,0), (1,1), (1,2). Two new experts need one eviction: the
+    // wrong speculation goes first even though (0,0) is older.
+    p.route(0, Phase::Decode, 1, [5, 6].into_iter());
+    let evicted: Vec<(u64, u64)> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| (r.offset, r.len))
+        .collect();
+    assert_eq!(evicted.len(), 1);
+    assert!(!p.is_resident(1, 2) && p.is_resident(1, 1));
+    let l1 = &p.counters.layers[1];
+    assert_eq!((l1.predicted_selected.get(), l1.predicted_of.get()), (1, 1));
+}
+
+#[test]
+fn prefill_guesses_are_not_counted_as_decode() {
+    let mut p = pager(8, 0, 2);
+    p.route(0, Phase::Prompt, 4, [0, 1].into_iter()); // a 4-token ubatch
+    p.speculate(1, [2, 3].into_iter());
+    p.route(1, Phase::Prompt, 4, [2].into_iter());
+    assert_eq!(p.counters.prompt.prefetch_issued_bytes.get(), 2 * EXPERT);
+    assert_eq!(p.counters.prompt.prefetch_useful_bytes.get(), EXPERT);
+    assert_eq!(p.counters.prompt.prefetch_hits.get(), 1);
+    assert_eq!(p.counters.decode.prefetch_issued_bytes.get(), 0);
+    assert_eq!(p.counters.decode.prefetch_useful_bytes.get(), 0);
+    assert_eq!(p.counters.decode.selected.get(), 0);
+}
+
+#[test]
+fn a_multi_token_decode_step_counts_as_decode() {
+    // Parallel sequences: one decode step of 3 sequences is a 3-token ubatch.
+    let mut p = pager(8, 0, 1);
+    p.route(0, Phase::Decode, 3, [0, 1, 1].into_iter());
+    p.route(0, Phase::Decode, 3, [1, 2, 3].into_iter());
+    assert_eq!(p.counters.decode.selected.get(), 5);
+    assert_eq!(p.counters.decode.cache_hits.get(), 1);
+    assert_eq!(p.counters.decode.misses.get(), 4);
+    assert_eq!(p.counters.prompt.selected.get(), 0);
+    assert_eq!(p.counters.layers[0].decode_cache_hits.get(), 1);
+}
+
+#[test]
+fn guesses_of_one_step_never_evict_each_other() {
+    let mut p = pager(3, 0, 2);
+    p.route(0, Phase::Decode, 1, [0].into_iter());
+    // Room for two guesses. The third would have to evict past the pinned expert of
+    // layer 0, which sits between the cold end and every guess of this step.
+    p.speculate(1, [1, 2, 3].into_iter());
+    assert!(p.is_resident(1, 1) && p.is_resident(1, 2) && !p.is_resident(1, 3));
+    assert_eq!(p.counters.decode.prefetch_issued.get(), 2);
+    assert!(p.advisor().evicted.is_empty());
+    // The next routing settles them: a wrong guess is evictable again.
+    p.route(1, Phase::Decode, 1, [1].into_iter());
+    p.route(0, Phase::Decode, 1, [4, 5].into_iter());
+    assert!(!p.is_resident(1, 2), "the wrong guess goes first");
+    assert!(p.resident_bytes() <= 3 * EXPERT);
+}
+
+#[test]
+fn speculation_never_evicts_the_current_layers_experts() {
+    let mut p = pager(2, 0, 2);
+    p.route(0, Phase::Decode, 1, [3, 4].into_iter()); // fills the budget with pinned experts
+    p.speculate(1, [0, 1].into_iter());
+    assert!(p.is_resident(0, 3) && p.is_resident(0, 4));
+    assert_eq!(
+        p.counters.decode.prefetch_issued.get(),
+        0,
+        "no room without evicting pinned experts"
+    );
+    assert!(p.resident_bytes() <= 2 * EXPERT);
+}
+
+#[test]
+fn the_span_bound_covers_every_offset() {
+    for len in [1, 100, 4095, 4096, 4097, 12_288, 1_290_240] {
+        for offset in (0..3 * PAGE).step_by(97) {
+            let span = expert_span(offset, len, PAGE);
+            assert!(
+                span >= len && span <= expert_span_bound(len, PAGE),
+                "{offset} {len}"
+            );
+            assert_eq!(span % PAGE, 0);
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The router math of cross-layer prediction: given a layer's router rows and a hidden
+//! state, which experts would llama.cpp's `build_moe_ffn` select? Gating function,
+//! selection bias and expert groups follow the model's metadata ([`RoutingRule`]).
+//! Allocation-free after construction; the engine's hook feeds it slices it reads from
+//! llama.cpp's tensors.
+
+use epm_gguf::{GatingFunc, RoutingRule};
+
+/// Router logits to the scores experts are selected by, as `build_moe_ffn` computes them.
+/// Only needed when a bias is added or groups are ranked: every gating function is
+/// monotonic, so plain top-k on the logits selects the same experts.
+pub fn gate(scores: &mut [f32], gating: GatingFunc) {
+    match gating {
+        GatingFunc::Sigmoid => scores
+            .iter_mut()
+            .for_each(|s| *s = 1.0 / (1.0 + (-*s).exp())),
+        // Softmax over the chosen experts' weights only: selection uses the logits.
+        GatingFunc::SoftmaxWeight | GatingFunc::Unknown(_) => {}
+        // sqrt(softplus(x)), softplus written so it cannot overflow.
+        GatingFunc::SqrtSoftplus => scores
+            .iter_mut()
+            .for_each(|s| *s = (s.max(0.0) + (-s.abs()).exp().ln_1p()).sqrt()),
+        GatingFunc::Softmax => {
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                sum += *s;
+            }
+            scores.iter_mut().for_each(|s| *s /= sum);
+        }
+    }
+}
+
+/// Keep the `used` best of `group_scores.len()` equal groups of experts, ranked by the sum of
+/// each group's two best scores; every expert of the other groups gets -inf.
+pub fn mask_groups(scores: &mut [f32], group_scores: &mut [f32], kept: &mut [bool], used: usize) {
+    let groups = group_scores.len();
+    let per = scores.len() / groups.max(1);
+    if per < 2 || used >= groups {
+        return;
+    }
+    for (g, chunk) in scores.chunks_exact(per).enumerate() {
+        let (mut best, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+        for &v in chunk {
+            if v > best {
+                second = best;
+                best = v;
+            } else if v > second {
+                second = v;
+            }
+        }
+        group_scores[g] = best + second;
+        kept[g] = false;
+    }
+    for _ in 0..used {
+        let pick = (0..groups)
+            .filter(|&g| !kept[g])
+            .fold(None, |m: Option<usize>, g| match m {
+                Some(b) if group_scores[b] >= group_scores[g] => Some(b),
+                _ => Some(g),
+            });
+        if let Some(g) = pick {
+            kept[g] = true;
+        }
+    }
+    for (g, chunk) in scores.chunks_exact_mut(per).enumerate() {
+        if !kept[g] {
+            chunk.fill(f32::NEG_INFINITY);
+        }
+    }
+}
+
+/// A dot product in eight independent lanes, which the compiler turns into SIMD; a single
+/// running sum is one long dependency chain, about 8x slower. The sum order differs from a
+/// sequential one only in rounding, and the result only chooses what to prefetch.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// Applies one layer's router to tokens and collects the distinct experts it selects.
+///
+/// Invariants:
+/// 1. `scores` and `picked` have `n_expert` entries, `group_scores` and `group_kept`
+///    `rule.groups` (0 when groups do not apply), all sized at construction;
+/// 2. `chosen` holds distinct experts, each marked in `picked`, so its capacity of
+///    `n_expert` always suffices and pushing never allocates.
+#[derive(Debug, Clone)]
+pub struct Selector {
+    n_embd: usize,
+    n_expert: usize,
+    n_used: usize,
+    rule: RoutingRule,
+    scores: Vec<f32>,
+    group_scores: Vec<f32>,
+    group_kept: Vec<bool>,
+    picked: Vec<bool>,
+    chosen: Vec<i32>,
+}
+
+impl Selector {
+    /// `None` when the gating function is unknown: selection could not be reproduced.
+    pub fn new(
+        n_embd: usize,
+        n_expert: usize,
+        n_used: usize,
+        mut rule: RoutingRule,
+    ) -> Option<Selector> {
+        if matches!(rule.gating_func, GatingFunc::Unknown(_)) {
+            return None;
+        }
+        if rule.groups < 2 || n_expert % rule.groups as usize != 0 {
+            rule.groups = 0;
+        }
+        Some(Selector {
+            n_embd,
+            n_expert,
+            n_used: n_used.min(n_expert),
+            rule,
+            scores: vec![0.0; n_expert],
+            group_scores: vec![0.0; rule.groups as usize],
+            group_kept: vec![false; rule.groups as usize],
+            picked: vec![false; n_expert],
+            chosen: Vec::with_capacity(n_expert),
+        })
+    }
+
+    pub fn n_embd(&self) -> usize {
+        self.n_embd
+    }
+
+    pub fn n_expert(&self) -> usize {
+        self.n_expert
+    }
+
+    /// Start a new selection (a new layer's prediction).
+    pub fn clear(&mut self) {
+        self.chosen.clear();
+        self.picked.fill(false);
+    }
+
+    /// Add the experts selected for one token: `router` holds `n_expert` rows of `n_embd`
+    /// f32, `hidden` the token's `n_embd` f32, `bias` the optional selection bias.
+    pub fn add_token(&mut self, router: &[f32], hidden: &[f32], bias: Option<&[f32]>) {
+        let n = self.n_embd;
+        for (e, score) in self.scores.iter_mut().enumerate() {
+            *score = dot(&router[e * n..(e + 1) * n], hidden);
+        }
+        let grouped = !self.group_scores.is_empty();
+        if bias.is_some() || grouped {
+            gate(&mut self.scores, self.rule.gating_func);
+        }
+        if let Some(b) = bias {
+            self.scores.iter_mut().zip(b).for_each(|(s, b)| *s += b);
+        }
+        if grouped {
+            mask_groups(
+                &mut self.scores,
+                &mut self.group_scores,
+                &mut self.group_kept,
+                self.rule.groups_used as usize,
+            );
+        }
+        for _ in 0..self.n_used {
+            let (best, _) =
+                self.scores
+                    .iter()
+                    .enumerate()
+                    .fold(
+                        (0, f32::NEG_INFINITY),
+                        |m, (i, &v)| {
+                            if v > m.1 {
+                                (i, v)
+                            } else {
+                                m
+                            }
+                        },
+                    );
+            self.scores[best] = f32::NEG_INFINITY;
+            if !self.picked[best] {
+                self.picked[best] = true;
+                self.chosen.push(best as i32);
+            }
+        }
+    }
+
+    /// The distinct experts selected since `clear`, in first-selected order.
+    pub fn chosen(&self) -> &[i32] {
+        &self.chosen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_keep_the_best_by_their_top_two() {
+        // 4 groups of 3: sums of the top two are 0.9+0.8, 1.0+0.1, 0.5+0.5, 0.7+0.6.
+        let mut scores = [0.9, 0.8, 0.1, 1.0, 0.1, 0.0, 0.5, 0.5, 0.2, 0.7, 0.6, 0.0];
+        let (mut gs, mut kept) = ([0.0; 4], [false; 4]);
+        mask_groups(&mut scores, &mut gs, &mut kept, 2);
+        assert_eq!(kept, [true, false, false, true]);
+        assert!(scores[3..9].iter().all(|s| *s == f32::NEG_INFINITY));
+        assert_eq!(scores[0], 0.9);
+        assert_eq!(scores[10], 0.6);
+    }
+
+    #[test]
+    fn gating_functions_match_their_definitions() {
+        let mut s = [0.0f32, 1.0, -1.0];
+        gate(&mut s, GatingFunc::Sigmoid);
+        assert!((s[0] - 0.5).abs() < 1e-6 && (s[1] - 0.731_058_6).abs() < 1e-6);
+        let mut s = [1.0f32, 2.0, 3.0];
+        gate(&mut s, GatingFunc::Softmax);
+        assert!((s.iter().sum::<f32>() - 1.0).abs() < 1e-6 && s[2] > s[1]);
+        let mut s = [100.0f32, 0.0];
+        gate(&mut s, GatingFunc::SqrtSoftplus);
+        assert!((s[0] - 10.0).abs() < 1e-4 && (s[1] - 2f32.ln().sqrt()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn dot_matches_a_plain_sum() {
+        let a: Vec<f32> = (0..2051).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..2051).map(|i| (i as f32 * 0.11).cos()).collect();
+        let plain: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
+        assert!((f64::from(dot(&a, &b)) - plain).abs() < 1e-3);
+        assert_eq!(dot(&[2.0; 3], &[0.5; 3]), 3.0);
+    }
+
+    #[test]
+    fn selector_picks_top_k_distinct_over_tokens_with_bias_and_groups() {
+        // 4 experts, n_embd 2: router rows are e0=(1,0) e1=(0,1) e2=(1,1) e3=(-1,0).
+        let router = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, -1.0, 0.0];
+        let rule = RoutingRule::default();
+        let mut sel = Selector::new(2, 4, 2, rule).unwrap();
+        sel.clear();
+        sel.add_token(&router, &[1.0, 0.1], None); // scores 1, 0.1, 1.1, -1 -> 2, 0
+        assert_eq!(sel.chosen(), &[2, 0]);
+        sel.add_token(&router, &[0.0, 1.0], None); // 0, 1, 1, 0 -> 1, 2 (2 already chosen)
+        assert_eq!(sel.chosen(), &[2, 0, 1]);
+        // A bias that favours expert 3 enough changes the pick.
+        sel.clear();
+        sel.add_token(&router, &[1.0, 0.1], Some(&[0.0, 0.0, 0.0, 5.0]));
+        assert!(sel.chosen().contains(&3));
+        // Two groups of two, one used. After softmax, group {0, 1} scores e^1 + e^0.1 = 3.82
+        // against e^1.1 + e^-1 = 3.37 for {2, 3}, so only experts 0 and 1 remain, although
+        // expert 2 alone scores highest.
+        let grouped = RoutingRule {
+            groups: 2,
+            groups_used: 1,
+            ..RoutingRule::default()
+        };
+        let mut sel = Selector::new(2, 4, 2, grouped).unwrap();
+        sel.clear();
+        sel.add_token(&router, &[1.0, 0.1], None);
+        let mut got = sel.chosen().to_vec();
+        got.sort_unstable();
+        assert_eq!(got, vec![0, 1]);
+        assert!(Selector::new(
+            2,
+            4,
+            2,
+            RoutingRule {
+                gating_func: GatingFunc::Unknown(9),
+                ..RoutingRule::default()
+            }
+        )
+        .is_none());
+    }
+}

@@ -1,0 +1,320 @@
+//! The [`Engine`]: a model loaded once through the patched llama-cpp-2 (no populate, no
+//! extra buffer types), its tokenizer and chat template, and the sessions started on it.
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::token::LlamaToken;
+
+use epm_core::plan::{self, BelowMinimum, Measured, RunShape};
+use epm_core::stats::RunStats;
+use epm_gguf::ModelIndex;
+use epm_sys::proc::{self, Pid};
+
+use crate::error::EngineError;
+use crate::hook::attach::{self, Budgets, PagingOptions};
+use crate::hook::HookedContext;
+use crate::session::Session;
+
+/// How the model's experts are handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PagerMode {
+    /// Upstream llama.cpp's loading with MAP_POPULATE kept: the honest baseline.
+    UpstreamMmap,
+    /// Upstream behaviour apart from MAP_POPULATE; no hook.
+    Off,
+    /// Page experts to keep total RSS within `budget_bytes`.
+    On { budget_bytes: u64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub mode: PagerMode,
+    pub paging: PagingOptions,
+}
+
+/// The context a session runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOptions {
+    pub n_ctx: u32,
+    /// Tokens per `llama_decode` call (the logical batch).
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub n_threads: i32,
+    /// Sequences the context holds at once (parallel slots).
+    pub n_seq: u32,
+}
+
+impl SessionOptions {
+    pub fn shape(&self) -> RunShape {
+        RunShape {
+            n_ctx: self.n_ctx,
+            n_ubatch: self.n_ubatch,
+            n_seq: self.n_seq,
+        }
+    }
+}
+
+fn backend() -> Result<&'static LlamaBackend, EngineError> {
+    static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
+    if let Some(b) = BACKEND.get() {
+        return Ok(b);
+    }
+    let b = LlamaBackend::init().map_err(EngineError::llama)?;
+    Ok(BACKEND.get_or_init(|| b))
+}
+
+/// A loaded model. Sessions borrow it; the pager attaches when a paged session starts.
+pub struct Engine {
+    model: LlamaModel,
+    index: ModelIndex,
+    opts: EngineOptions,
+    stats: Arc<RunStats>,
+    /// A paged session owns the model's page cache: at most one at a time.
+    session_active: AtomicBool,
+}
+
+impl Engine {
+    /// Load the model of `index`. `progress` receives the load fraction (0 to 1).
+    pub fn load(
+        index: ModelIndex,
+        opts: EngineOptions,
+        stats: Arc<RunStats>,
+        progress: Option<Box<dyn FnMut(f32) + Send>>,
+    ) -> Result<Engine, EngineError> {
+        let backend = backend()?;
+        let path = index.files[0].clone();
+        let upstream = opts.mode == PagerMode::UpstreamMmap;
+        // Extra buffer types (AMX, CPU_REPACK) stay off in every mode: they copy weights out
+        // of the mapping and use other kernels (AMX repacking of Q8_0 changes logits on this
+        // kind of machine), so every mode computes with the same kernels and outputs can be
+        // compared.
+        let mut mparams = LlamaModelParams::default()
+            .with_n_gpu_layers(0)
+            .with_no_populate(!upstream)
+            .with_use_extra_bufts(false);
+        if let Some(mut f) = progress {
+            mparams = mparams.with_progress_callback(move |p| {
+                f(p);
+                true
+            });
+        }
+        let model = LlamaModel::load_from_file(backend, &path, &mparams).map_err(|e| {
+            EngineError::Load {
+                path: path.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(Engine {
+            model,
+            index,
+            opts,
+            stats,
+            session_active: AtomicBool::new(false),
+        })
+    }
+
+    pub fn index(&self) -> &ModelIndex {
+        &self.index
+    }
+
+    pub fn stats(&self) -> &Arc<RunStats> {
+        &self.stats
+    }
+
+    /// Whether sessions page experts.
+    pub fn paged(&self) -> bool {
+        matches!(self.opts.mode, PagerMode::On { .. }) && self.index.is_moe()
+    }
+
+    /// Start a session: create the llama.cpp context, measure what it costs, and attach the
+    /// pager (paged mode). The budget is checked against the measured reserve here.
+    pub fn start(&self, s: SessionOptions) -> Result<Session<'_>, EngineError> {
+        let backend = backend()?;
+        let paged = self.paged();
+        if paged && self.session_active.swap(true, Ordering::AcqRel) {
+            return Err(EngineError::SessionActive);
+        }
+        let started = self.start_inner(backend, s, paged);
+        if started.is_err() && paged {
+            self.session_active.store(false, Ordering::Release);
+        }
+        started
+    }
+
+    fn start_inner(
+        &self,
+        backend: &LlamaBackend,
+        s: SessionOptions,
+        paged: bool,
+    ) -> Result<Session<'_>, EngineError> {
+        let cparams = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(s.n_ctx))
+            .with_n_batch(s.n_batch)
+            .with_n_ubatch(s.n_ubatch)
+            .with_n_seq_max(s.n_seq.max(1))
+            .with_n_threads(s.n_threads)
+            .with_n_threads_batch(s.n_threads);
+        let read_status = || {
+            proc::memory(Pid::This).map_err(|source| EngineError::File {
+                path: "/proc/self/status".into(),
+                source,
+            })
+        };
+        let before = read_status()?;
+        let hooked = HookedContext::new(&self.model, backend, cparams, self.stats.clone(), paged)
+            .map_err(EngineError::llama)?;
+        let after = read_status()?;
+        let mapping_rss: u64 = self.index.files.iter().map(|f| proc::mapping_rss(f)).sum();
+        self.stats.mapping_rss_after_load.set(mapping_rss);
+        if let (PagerMode::On { budget_bytes }, true) = (self.opts.mode, paged) {
+            // Context creation reserves memory it touches later: the compute buffer, but
+            // also the scheduler's split metadata (about 100 MB of address space on hybrid
+            // graphs with 5,120 nodes, almost none of it ever touched). The compute buffer is
+            // the part that becomes resident, and the plan's compute estimate bounds it.
+            let virtual_growth = (after.data.saturating_sub(before.data))
+                .saturating_sub(after.rss_anon.saturating_sub(before.rss_anon));
+            let measured = Measured {
+                rss_bytes: after.rss,
+                mapping_rss_bytes: mapping_rss,
+                untouched_context_bytes: virtual_growth
+                    .min(plan::compute_bytes(&self.index, s.shape())),
+            };
+            let reserve = plan::measured_reserve(&self.index, measured);
+            tracing::info!("measured after load: {measured:?}");
+            self.stats.reserve_bytes.set(reserve);
+            let page = epm_sys::page_size() as u64;
+            let ws = plan::ubatch_working_set(&self.index, s.n_ubatch, page);
+            if budget_bytes < reserve + ws {
+                return Err(BelowMinimum {
+                    budget_bytes,
+                    min_bytes: reserve + ws,
+                    shape: s.shape(),
+                    measured: Some((reserve, ws)),
+                }
+                .into());
+            }
+            let expert_budget = budget_bytes - reserve;
+            self.stats.expert_budget_bytes.set(expert_budget);
+            tracing::info!(
+                "pager: budget {} MiB, measured reserve {} MiB, expert budget {} MiB of {} MiB experts",
+                budget_bytes >> 20,
+                reserve >> 20,
+                expert_budget >> 20,
+                self.index.expert_bytes >> 20
+            );
+            let budgets = Budgets {
+                expert: expert_budget,
+                rss_limit: budget_bytes - plan::margin_for(0) / 4,
+            };
+            let active = attach::attach(&self.index, &self.opts.paging, budgets, &self.stats)?;
+            *hooked
+                .hook()
+                .active
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(active);
+        }
+        self.stats
+            .read_bytes_after_load
+            .set(proc::read_bytes(Pid::This).unwrap_or(0));
+        let batch = LlamaBatch::new(s.n_batch.max(s.n_seq) as usize, s.n_seq.max(1) as i32);
+        Ok(Session::new(self, hooked, batch, s))
+    }
+
+    /// The paged session has ended.
+    pub(crate) fn session_ended(&self) {
+        self.session_active.store(false, Ordering::Release);
+    }
+
+    /// Tokenize `text`; `add_special` adds BOS (and what else the vocabulary adds),
+    /// `parse_special` turns special-token text such as `<|im_start|>` into those tokens.
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<i32> {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), add_special, parse_special)
+            .into_iter()
+            .map(|t| t.0)
+            .collect()
+    }
+
+    /// The bytes of one token's text (special tokens rendered as their text).
+    pub fn piece(&self, token: i32, out: &mut Vec<u8>) {
+        out.clear();
+        self.model
+            .vocab()
+            .token_to_piece_into(LlamaToken(token), out, true, None);
+    }
+
+    /// The bytes of one token's text as plain output (special tokens left out).
+    pub fn output_piece(&self, token: i32, out: &mut Vec<u8>) {
+        out.clear();
+        self.model
+            .vocab()
+            .token_to_piece_into(LlamaToken(token), out, false, None);
+    }
+
+    /// Whether `token` ends a generation (EOS, EOT, `<|im_end|>` ...).
+    pub fn is_eog(&self, token: i32) -> bool {
+        self.model.vocab().is_eog(LlamaToken(token))
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.model.n_vocab().max(0) as usize
+    }
+
+    /// The text of the BOS and EOS tokens, for chat templates.
+    pub fn bos_eos_text(&self) -> (String, String) {
+        let text = |t: LlamaToken| {
+            let mut v = Vec::new();
+            if t.0 >= 0 {
+                self.model
+                    .vocab()
+                    .token_to_piece_into(t, &mut v, true, None);
+            }
+            String::from_utf8_lossy(&v).into_owned()
+        };
+        let vocab = self.model.vocab();
+        (text(vocab.bos()), text(vocab.eos()))
+    }
+
+    /// The model's own chat template (`tokenizer.chat_template`), if it has one.
+    pub fn chat_template(&self) -> Option<String> {
+        self.model
+            .chat_template(None)
+            .ok()
+            .and_then(|t| t.to_string().ok())
+    }
+
+    /// Render `(role, content)` messages with llama.cpp's built-in template engine, which
+    /// recognizes the common template families (ChatML and others) by their text.
+    pub fn apply_builtin_template(
+        &self,
+        template: &str,
+        messages: &[(String, String)],
+        add_generation_prompt: bool,
+    ) -> Result<String, EngineError> {
+        let tmpl =
+            llama_cpp_2::model::LlamaChatTemplate::new(template).map_err(EngineError::llama)?;
+        let msgs = messages
+            .iter()
+            .map(|(r, c)| LlamaChatMessage::new(r.clone(), c.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(EngineError::llama)?;
+        self.model
+            .apply_chat_template(&tmpl, &msgs, add_generation_prompt)
+            .map_err(EngineError::llama)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // The model's mappings go away with it.
+        epm_sys::sigbus::forget_all();
+    }
+}

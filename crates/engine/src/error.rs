@@ -1,0 +1,54 @@
+//! The engine's typed errors; each carries the facts needed to act on it.
+
+use std::path::PathBuf;
+
+use epm_core::plan::BelowMinimum;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    BudgetTooSmall(#[from] BelowMinimum),
+    #[error("the prompt is empty: give text with -p or a non-empty file with -f")]
+    EmptyPrompt,
+    #[error("context too small: the prompt has {prompt} tokens and {predict} more are requested, but the context holds {n_ctx}; raise -c or lower -n")]
+    ContextTooSmall {
+        prompt: usize,
+        predict: usize,
+        n_ctx: u32,
+    },
+    #[error("llama.cpp could not load {path}: {reason}")]
+    Load { path: PathBuf, reason: String },
+    #[error("llama.cpp: {0}")]
+    Llama(String),
+    #[error("cannot page this model: {0}. Run with --no-pager, or build with GGML_CPU_REPACK=OFF")]
+    ForeignTensor(String),
+    #[error("the pager's hook panicked during generation; paging stopped and the run was aborted")]
+    HookPanicked,
+    #[error("a paged session is already running on this engine: the pager owns the model's page cache, so there can be only one")]
+    SessionActive,
+    #[error(transparent)]
+    Os(#[from] epm_sys::OsError),
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing output: {0}")]
+    Output(std::io::Error),
+}
+
+impl EngineError {
+    /// Whether the user's input is at fault (exit 2) rather than the run (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            EngineError::BudgetTooSmall(_)
+                | EngineError::EmptyPrompt
+                | EngineError::ContextTooSmall { .. }
+        )
+    }
+
+    pub(crate) fn llama(e: impl std::fmt::Display) -> EngineError {
+        EngineError::Llama(e.to_string())
+    }
+}

@@ -1,0 +1,266 @@
+//! Attaching the pager to a hooked context: find llama.cpp's mappings of the model's
+//! files, take ownership of their page cache (drop it, `MADV_RANDOM`, advise the non-expert
+//! bytes in), and build the pager, the predictor and the trace writer.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use epm_core::pager::{ExpertSlice, LayerSpec, Pager, PagerConfig};
+use epm_core::stats::RunStats;
+use epm_core::trace::TraceWriter;
+use epm_gguf::ModelIndex;
+use epm_sys::{inward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
+
+use super::{Active, ExpectedTensor, Predictor};
+use crate::error::EngineError;
+
+/// Whether to predict the next layers' experts and read them in early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prediction {
+    Off,
+    /// Asked for explicitly: on, with a warning where the kernel cannot show reads in flight.
+    On {
+        depth: u32,
+    },
+    /// The default: on where the kernel can show reads in flight (`cachestat`), off
+    /// elsewhere. A wrong guess may be evicted while it is still being read; the kernel
+    /// keeps such pages, and only cachestat lets the pager find them and drop them again.
+    Default {
+        depth: u32,
+    },
+}
+
+/// How the pager reads and guesses.
+#[derive(Debug, Clone)]
+pub struct PagingOptions {
+    pub prefetch: Prefetch,
+    pub prediction: Prediction,
+    /// Advise predicted experts in from a readahead thread rather than the hook.
+    pub ahead_thread: bool,
+    /// Tokens of a prefill ubatch the predictor samples (0: no prediction in prefill).
+    pub prefill_predict_tokens: usize,
+    /// Experts used within this many recent tokens are never evicted.
+    pub hot_window_tokens: u64,
+    /// Write the routing trace here.
+    pub trace_file: Option<PathBuf>,
+}
+
+impl Default for PagingOptions {
+    fn default() -> PagingOptions {
+        PagingOptions {
+            prefetch: Prefetch::WillNeed,
+            prediction: Prediction::Default { depth: 1 },
+            ahead_thread: false,
+            prefill_predict_tokens: 512,
+            hot_window_tokens: 0,
+            trace_file: None,
+        }
+    }
+}
+
+/// The pager's limits, from the measured reserve.
+pub(crate) struct Budgets {
+    pub expert: u64,
+    /// Measured RSS above this makes the hook evict more.
+    pub rss_limit: u64,
+}
+
+/// Find llama.cpp's mappings, take over their page cache and build the pager.
+pub(crate) fn attach(
+    index: &ModelIndex,
+    opts: &PagingOptions,
+    budgets: Budgets,
+    stats: &Arc<RunStats>,
+) -> Result<Active, EngineError> {
+    let files = index
+        .files
+        .iter()
+        // SAFETY: these are llama.cpp's mappings of the model's files, owned by the model
+        // that the hooked context borrows. The returned `Active` lives in that context's
+        // `HookState`, which is dropped with the context, before the model unmaps them.
+        .map(|f| unsafe { FileMapping::find(f) })
+        .collect::<Result<Vec<_>, _>>()?;
+    for m in &files {
+        sigbus::watch(&m.path, m.vmas());
+        tracing::info!(
+            "{}: read ahead in pieces of {} KiB (the device's readahead window)",
+            m.path.display(),
+            m.willneed_chunk() / 1024
+        );
+    }
+    stats.willneed_chunk_bytes.set(
+        files
+            .iter()
+            .map(FileMapping::willneed_chunk)
+            .min()
+            .unwrap_or(0),
+    );
+    let n_expert = u64::from(index.n_expert);
+    // Faults anywhere in the file read only their own page: with the kernel's readahead, a
+    // fault on a non-expert tensor would read neighbouring (cold) experts into the page
+    // cache behind the pager's back. Non-expert bytes are all needed and counted in the
+    // reserve, so they are advised in up front, in large reads.
+    let mut expert_ranges: Vec<Vec<(u64, u64)>> = vec![Vec::new(); files.len()];
+    let mut expected = Vec::new();
+    for layer in &index.layers {
+        for t in &layer.tensors {
+            let m = &files[t.file];
+            expert_ranges[t.file].push((t.offset, t.offset + t.bytes_per_expert * n_expert));
+            expected.push(ExpectedTensor {
+                name: t.name.clone(),
+                addr: m.addr_of(t.offset),
+                seen: false,
+            });
+        }
+    }
+    // When every expert fits in the budget nothing will ever be evicted, so pages already
+    // in the page cache (a warm file) may stay: they can only become resident, which the
+    // budget covers. Otherwise the pager must own the cache from an empty start.
+    if budgets.expert < index.expert_bytes {
+        drop_file_pages(&files, &index.file_sizes, &expert_ranges);
+    }
+    for (m, (ranges, &size)) in files
+        .iter()
+        .zip(expert_ranges.iter_mut().zip(&index.file_sizes))
+    {
+        m.set_random(0, size);
+        ranges.sort_unstable();
+        let mut pos = 0;
+        for &(start, end) in ranges.iter() {
+            if start > pos {
+                m.will_need(pos, start - pos);
+            }
+            pos = pos.max(end);
+        }
+        if size > pos {
+            m.will_need(pos, size - pos);
+        }
+    }
+    // With every expert inside the budget nothing is ever evicted, and predicting would
+    // only add its router products to every decode layer.
+    let depth = prediction_depth(opts.prediction, &files);
+    let predictor = (depth > 0 && budgets.expert < index.expert_bytes)
+        .then(|| Predictor::new(index, &files, depth, opts.prefill_predict_tokens))
+        .flatten();
+    let layers = index
+        .layers
+        .iter()
+        .map(|l| LayerSpec {
+            layer: l.layer,
+            slices: l
+                .tensors
+                .iter()
+                .map(|t| ExpertSlice {
+                    file: t.file as u32,
+                    offset: t.offset,
+                    bytes_per_expert: t.bytes_per_expert,
+                })
+                .collect(),
+        })
+        .collect();
+    let mut advisor = OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone());
+    if predictor.is_some() && opts.ahead_thread {
+        tracing::info!("predicted experts are read in from a readahead thread");
+        advisor = advisor.with_ahead_thread();
+    }
+    let pager = Pager::new(
+        advisor,
+        PagerConfig {
+            expert_budget_bytes: budgets.expert,
+            hot_window_tokens: opts.hot_window_tokens,
+            page_size: page_size() as u64,
+        },
+        index.n_expert,
+        layers,
+        stats.pager.clone(),
+    );
+    let trace = match &opts.trace_file {
+        Some(path) => Some(TraceWriter::new(
+            std::fs::File::create(path).map_err(|source| EngineError::File {
+                path: path.clone(),
+                source,
+            })?,
+            index.n_expert,
+            index.n_expert_used,
+        )),
+        None => None,
+    };
+    Ok(Active {
+        pager,
+        rss: RssProbe::new().map_err(|source| EngineError::File {
+            path: "/proc/self/statm".into(),
+            source,
+        })?,
+        rss_limit: budgets.rss_limit,
+        unverified: expected.len(),
+        expected,
+        trace,
+        predictor,
+    })
+}
+
+/// Start from a clean page cache, so that the pager's table (no expert resident) is the
+/// truth: drop the whole file (the non-expert bytes are read back right after, in exact
+/// ranges). Two things defeat a plain drop of the expert ranges: readahead from header
+/// reads (ours and llama.cpp's) may still be in flight, and the kernel skips pages under
+/// I/O; and a large folio left by an earlier write or read can straddle an expert range and
+/// its neighbour, and is only dropped whole. So drop everything, check the expert ranges
+/// with mincore, and repeat until they are clean.
+fn drop_file_pages(files: &[FileMapping], sizes: &[u64], ranges: &[Vec<(u64, u64)>]) {
+    let page = page_size() as u64;
+    for attempt in 0..50 {
+        let mut stray = 0;
+        for ((m, &size), rs) in files.iter().zip(sizes).zip(ranges) {
+            m.evict(0, size.next_multiple_of(page));
+            for &(start, end) in rs {
+                let (s, e) = inward(start, end - start, page);
+                stray += m.resident_bytes(s, e - s);
+            }
+        }
+        if stray == 0 {
+            return;
+        }
+        if attempt == 49 {
+            tracing::warn!("{stray} bytes of expert pages stayed in the page cache after eviction");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// How many layers ahead to predict (0: off), given the request and the kernel.
+fn prediction_depth(prediction: Prediction, files: &[FileMapping]) -> u32 {
+    let sees_reads = files.iter().all(FileMapping::sees_reads_in_flight);
+    match prediction {
+        Prediction::Off => 0,
+        Prediction::On { depth } => {
+            if !sees_reads {
+                tracing::warn!(
+                    "this kernel has no cachestat (Linux 6.5): a wrong guess evicted while it is still being read stays in the page cache, outside the budget"
+                );
+            }
+            depth
+        }
+        Prediction::Default { depth } if sees_reads => depth,
+        Prediction::Default { .. } => {
+            tracing::info!(
+                "cross-layer prediction off: this kernel has no cachestat (Linux 6.5), which the pager needs to drop wrong guesses still being read; --predict turns it on anyway"
+            );
+            0
+        }
+    }
+}
+
+/// Bytes of non-resident experts' pages found in the page cache: pages the pager dropped
+/// (or never read) that are cached anyway, outside the budget's accounting.
+pub(crate) fn stray_expert_cache_bytes(active: &Active) -> u64 {
+    let page = page_size() as u64;
+    let files = &active.pager.advisor().files;
+    active
+        .pager
+        .non_resident_ranges()
+        .map(|r| {
+            let (s, e) = inward(r.offset, r.len, page);
+            files[r.file as usize].resident_bytes(s, e - s)
+        })
+        .sum()
+}

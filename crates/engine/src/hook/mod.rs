@@ -1,0 +1,319 @@
+//! The `cb_eval` hook: a C trampoline that llama.cpp's scheduler calls for every graph node.
+//! It asks to see only `ffn_moe_topk-<layer>`, reads the routed expert ids before that
+//! layer's `mul_mat_id` runs, and hands them to the pager. It also checks, once per expert
+//! tensor, that `mul_mat_id` reads the weights from llama.cpp's file mapping.
+//!
+//! On the hot path: no allocation, one uncontended lock, and no panic crosses the FFI
+//! boundary (`catch_unwind`; a panic disables paging and is reported through a flag).
+//!
+//! This module and its children hold the engine's `unsafe` code: the trampoline, reading
+//! tensors the scheduler hands over, finding llama.cpp's mappings ([`attach`]), and
+//! [`HookedContext`], which ties the hook's lifetime to the context that calls it.
+
+pub(crate) mod attach;
+mod graph;
+mod predictor;
+
+use std::ffi::c_void;
+use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_sys_2::{ggml_tensor, GGML_OP_MUL_MAT_ID, GGML_TYPE_I32};
+
+use epm_core::pager::{Pager, Phase};
+use epm_core::stats::RunStats;
+use epm_core::trace::TraceWriter;
+use epm_sys::{OsAdvisor, RssProbe};
+
+pub(crate) use predictor::Predictor;
+
+const TOPK_PREFIX: &[u8] = b"ffn_moe_topk-";
+
+/// Where an expert tensor's data must be if llama.cpp reads it from the file mapping.
+#[derive(Debug)]
+pub(crate) struct ExpectedTensor {
+    pub name: String,
+    pub addr: usize,
+    pub seen: bool,
+}
+
+/// The paging state the hook drives once the model and context exist.
+pub(crate) struct Active {
+    pub pager: Pager<OsAdvisor>,
+    pub rss: RssProbe,
+    /// Measured RSS above this makes the hook evict more (the budget, less a guard band).
+    pub rss_limit: u64,
+    pub expected: Vec<ExpectedTensor>,
+    pub unverified: usize,
+    pub trace: Option<TraceWriter<File>>,
+    pub predictor: Option<Predictor>,
+}
+
+/// Shared with the C callback through `cb_eval_user_data`. Boxed by [`HookedContext`] so
+/// its address is stable for the life of the context.
+pub(crate) struct HookState {
+    pub active: Mutex<Option<Active>>,
+    pub stats: Arc<RunStats>,
+    /// Set when an expert tensor is computed from memory outside the file mapping
+    /// (repacked or copied weights): paging it would be wrong, so the run must stop.
+    pub foreign_tensor: Mutex<Option<String>>,
+    pub foreign: AtomicBool,
+    /// Every expert tensor has been checked: `verify` returns before taking the lock.
+    verified: AtomicBool,
+    /// The phase of the ubatches being evaluated (0 prompt, 1 decode), set by the session.
+    phase: AtomicU8,
+}
+
+impl HookState {
+    pub fn new(stats: Arc<RunStats>) -> HookState {
+        HookState {
+            active: Mutex::new(None),
+            stats,
+            foreign_tensor: Mutex::new(None),
+            foreign: AtomicBool::new(false),
+            verified: AtomicBool::new(false),
+            phase: AtomicU8::new(0),
+        }
+    }
+
+    pub fn set_phase(&self, phase: Phase) {
+        self.phase
+            .store(u8::from(phase == Phase::Decode), Ordering::Relaxed);
+    }
+
+    fn phase(&self) -> Phase {
+        if self.phase.load(Ordering::Relaxed) == 1 {
+            Phase::Decode
+        } else {
+            Phase::Prompt
+        }
+    }
+
+    fn on_node(&self, t: &ggml_tensor, ask: bool) -> bool {
+        let name = graph::name(t);
+        if ask {
+            if name.starts_with(TOPK_PREFIX) {
+                return true;
+            }
+            if t.op == GGML_OP_MUL_MAT_ID {
+                self.verify(t);
+            }
+            return false;
+        }
+        if !name.starts_with(TOPK_PREFIX) || t.type_ != GGML_TYPE_I32 || t.data.is_null() {
+            return true;
+        }
+        let Some(layer) = parse_u32(&name[TOPK_PREFIX.len()..]) else {
+            return true;
+        };
+        self.stats.hook_calls.inc();
+        let started = Instant::now();
+        let Ok(mut guard) = self.active.lock() else {
+            return true;
+        };
+        let Some(active) = guard.as_mut() else {
+            return true;
+        };
+        let phase = self.phase();
+        self.route(active, t, layer, phase);
+        let busy = started.elapsed().as_nanos() as u64;
+        self.stats.hook_ns.add(busy);
+        if phase == Phase::Decode {
+            self.stats.hook_decode_ns.add(busy);
+        }
+        true
+    }
+
+    /// Routing of `layer` is known (`t` is its topk node): hand it to the pager, predict the
+    /// next layers, and hold measured RSS under the limit.
+    fn route(&self, active: &mut Active, t: &ggml_tensor, layer: u32, phase: Phase) {
+        let (n_used, n_tokens, row_stride) =
+            (t.ne[0].max(0) as usize, t.ne[1].max(0) as usize, t.nb[1]);
+        let base = t.data as *const u8;
+        let ids = || {
+            (0..n_tokens).flat_map(move |row| {
+                (0..n_used).map(move |col| {
+                    // SAFETY: `data` is the topk view of `ne[1]` rows of `ne[0]` i32s, rows
+                    // `nb[1]` bytes apart; the scheduler has computed it and it stays alive
+                    // during this call.
+                    unsafe { (base.add(row * row_stride + col * 4) as *const i32).read_unaligned() }
+                })
+            })
+        };
+        if let Some(trace) = active.trace.as_mut() {
+            trace.record(layer, phase, n_tokens, ids(), n_tokens * n_used);
+        }
+        active.pager.route(layer, phase, n_tokens as u64, ids());
+        if let Some(pred) = active.predictor.as_mut() {
+            // The last routed layer has nothing to predict: skip the graph walk.
+            let x = pred
+                .plan(n_tokens)
+                .filter(|_| pred.next_layer(layer).is_some())
+                .and_then(|plan| Some((plan, graph::router_input(t)?)));
+            if let Some(((stride, depth), x)) = x {
+                // Nearest layer first: its reads are needed soonest.
+                let mut ahead = layer;
+                for _ in 0..depth {
+                    let Some(next) = pred.next_layer(ahead) else {
+                        break;
+                    };
+                    if let Some(chosen) = pred.predict(next, x, stride) {
+                        active.pager.speculate(next, chosen.iter().copied());
+                    }
+                    ahead = next;
+                }
+            }
+        }
+        let rss = active.rss.rss_bytes();
+        if rss > active.rss_limit {
+            let excess = rss - active.rss_limit;
+            let target = active.pager.resident_bytes().saturating_sub(excess);
+            active.pager.shrink_to(target);
+            self.stats.pager.guard_shrinks.inc();
+        }
+    }
+
+    /// Check once per expert tensor that `mul_mat_id` reads it from the file mapping.
+    fn verify(&self, t: &ggml_tensor) {
+        let src = t.src[0];
+        if src.is_null() || self.verified.load(Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: `src[0]` of a MUL_MAT_ID node is the expert weight tensor, alive for the
+        // model's life.
+        let src = unsafe { &*src };
+        let Ok(mut guard) = self.active.lock() else {
+            return;
+        };
+        let Some(active) = guard.as_mut() else {
+            return;
+        };
+        if active.unverified == 0 {
+            self.verified.store(true, Ordering::Relaxed);
+            return;
+        }
+        let name = graph::name(src);
+        let Some(e) = active
+            .expected
+            .iter_mut()
+            .find(|e| e.name.as_bytes() == name)
+        else {
+            return;
+        };
+        if e.seen {
+            return;
+        }
+        e.seen = true;
+        active.unverified -= 1;
+        if src.data as usize != e.addr {
+            self.foreign.store(true, Ordering::Relaxed);
+            if let Ok(mut f) = self.foreign_tensor.lock() {
+                *f = Some(format!(
+                    "{} is at {:#x}, outside llama.cpp's file mapping (expected {:#x})",
+                    e.name, src.data as usize, e.addr
+                ));
+            }
+        }
+    }
+}
+
+fn parse_u32(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u32 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u32::from(d - b'0'))?;
+    }
+    Some(v)
+}
+
+/// The C callback. `user_data` is a `*const HookState`.
+///
+/// # Safety
+/// Called by llama.cpp only: `t` is a valid tensor and `user_data` the `HookState` that
+/// [`HookedContext::new`] registered, which outlives the context.
+unsafe extern "C" fn trampoline(t: *mut ggml_tensor, ask: bool, user_data: *mut c_void) -> bool {
+    if t.is_null() || user_data.is_null() {
+        return !ask;
+    }
+    // SAFETY: per this function's contract, both pointers are valid for the call.
+    let (state, tensor) = unsafe { (&*(user_data as *const HookState), &*t) };
+    match catch_unwind(AssertUnwindSafe(|| state.on_node(tensor, ask))) {
+        Ok(answer) => answer,
+        Err(_) => {
+            state.stats.hook_panicked.store(true, Ordering::Relaxed);
+            if let Ok(mut g) = state.active.lock() {
+                *g = None;
+            }
+            // Keep computing: the answer only selects nodes to observe, never changes compute.
+            !ask
+        }
+    }
+}
+
+/// A llama.cpp context and the hook state its eval callback points to. The fields drop in
+/// declaration order, so the context (which may call the hook) is gone before the hook.
+pub(crate) struct HookedContext<'m> {
+    ctx: LlamaContext<'m>,
+    hook: Box<HookState>,
+}
+
+impl<'m> HookedContext<'m> {
+    /// Create a context on `model`; with `hooked`, its eval callback is the trampoline over
+    /// a fresh [`HookState`] (not yet attached to a pager: see [`attach`]).
+    pub fn new(
+        model: &'m LlamaModel,
+        backend: &LlamaBackend,
+        mut cparams: LlamaContextParams,
+        stats: Arc<RunStats>,
+        hooked: bool,
+    ) -> Result<HookedContext<'m>, llama_cpp_2::LlamaContextLoadError> {
+        let hook = Box::new(HookState::new(stats));
+        if hooked {
+            // SAFETY: the callback's user data is the boxed `hook`, whose address is stable
+            // and which `HookedContext` drops only after the context (field order); the
+            // trampoline catches panics and only reads the tensors it is handed.
+            cparams = unsafe {
+                cparams.with_cb_eval(Some(trampoline), &*hook as *const HookState as *mut c_void)
+            };
+        }
+        let ctx = model.new_context(backend, cparams)?;
+        Ok(HookedContext { ctx, hook })
+    }
+
+    pub fn ctx(&self) -> &LlamaContext<'m> {
+        &self.ctx
+    }
+
+    pub fn ctx_mut(&mut self) -> &mut LlamaContext<'m> {
+        &mut self.ctx
+    }
+
+    pub fn hook(&self) -> &HookState {
+        &self.hook
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_u32;
+
+    #[test]
+    fn parses_layer_suffix() {
+        assert_eq!(parse_u32(b"17"), Some(17));
+        assert_eq!(parse_u32(b""), None);
+        assert_eq!(parse_u32(b"3x"), None);
+        assert_eq!(parse_u32(b"99999999999"), None);
+    }
+}

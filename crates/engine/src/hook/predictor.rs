@@ -1,0 +1,159 @@
+//! Cross-layer prediction on the hook: when layer L's routing arrives, apply the next MoE
+//! layers' routers to layer L's router input (a hidden state the callback can already see)
+//! and name the experts they would choose. The math is `epm_core::predict`; this side
+//! reads llama.cpp's tensors and the router rows in the file mapping.
+
+use llama_cpp_sys_2::{ggml_tensor, GGML_TYPE_F32};
+
+use epm_core::predict::Selector;
+use epm_gguf::{GgmlType, ModelIndex};
+use epm_sys::FileMapping;
+
+/// Where one layer's router (and selection bias) lie in llama.cpp's file mapping: checked
+/// at construction to be inside a mapped VMA, `n_expert x n_embd` and `n_expert` f32.
+#[derive(Debug, Clone, Copy)]
+struct RouterRows {
+    addr: usize,
+    bias: Option<usize>,
+}
+
+/// Ubatches of at most this many tokens (decode steps) are predicted from every token, up
+/// to `depth` layers ahead.
+const MAX_DECODE_TOKENS: usize = 8;
+
+pub struct Predictor {
+    /// Per layer id: its router, when the layer has one the predictor can read.
+    routers: Vec<Option<RouterRows>>,
+    /// Per layer id: the next layer id that has a router.
+    next_layer: Vec<Option<u32>>,
+    /// How many routed layers ahead to predict from one hidden state in decode (>= 1).
+    depth: u32,
+    /// A longer (prefill) ubatch is predicted one layer ahead, from the union of this many
+    /// of its tokens spread evenly over it (0: no prediction in prefill). The bound caps the
+    /// router products on the hook for long ubatches; on W1 every token of a 125-token
+    /// ubatch predicted better than a sample of 32 (STATUS.md).
+    prefill_tokens: usize,
+    selector: Selector,
+}
+
+impl Predictor {
+    /// The predictor, when every router is F32 inside the file mappings and the gating
+    /// function is known; `None` (with a log line) otherwise.
+    pub fn new(
+        index: &ModelIndex,
+        files: &[FileMapping],
+        depth: u32,
+        prefill_tokens: usize,
+    ) -> Option<Predictor> {
+        let n_layer = index.layers.iter().map(|l| l.layer + 1).max()? as usize;
+        let n_expert = index.n_expert as usize;
+        let n_embd = index.n_embd as usize;
+        let Some(selector) = Selector::new(
+            n_embd,
+            n_expert,
+            index.n_expert_used as usize,
+            index.routing,
+        ) else {
+            tracing::info!(
+                "cross-layer prediction off: unknown expert gating function {:?}",
+                index.routing.gating_func
+            );
+            return None;
+        };
+        let mut routers = vec![None; n_layer];
+        for r in &index.routers {
+            let m = &files[r.file];
+            let addr = m.addr_of(r.offset);
+            if r.ggml_type != GgmlType::F32
+                || r.n_embd as usize != n_embd
+                || !m.contains(addr, n_embd * n_expert * 4)
+            {
+                tracing::info!(
+                    "cross-layer prediction off: router of layer {} is {} or outside the mapping",
+                    r.layer,
+                    r.ggml_type
+                );
+                return None;
+            }
+            // A bias outside the mapping is left out: predictions are then plain top-k.
+            let bias = r.selection_bias.and_then(|(file, offset)| {
+                let a = files[file].addr_of(offset);
+                files[file].contains(a, n_expert * 4).then_some(a)
+            });
+            if let Some(slot) = routers.get_mut(r.layer as usize) {
+                *slot = Some(RouterRows { addr, bias });
+            }
+        }
+        let next_layer = (0..n_layer)
+            .map(|l| {
+                (l + 1..n_layer)
+                    .find(|&n| routers[n].is_some())
+                    .map(|n| n as u32)
+            })
+            .collect();
+        Some(Predictor {
+            routers,
+            next_layer,
+            depth,
+            prefill_tokens,
+            selector,
+        })
+    }
+
+    /// How to predict from a ubatch of `n_tokens`: every `stride`-th token, `depth` layers
+    /// ahead; `None` when this ubatch is not predicted.
+    pub fn plan(&self, n_tokens: usize) -> Option<(usize, u32)> {
+        if n_tokens <= MAX_DECODE_TOKENS {
+            Some((1, self.depth))
+        } else if self.prefill_tokens > 0 {
+            Some((n_tokens.div_ceil(self.prefill_tokens), 1))
+        } else {
+            None
+        }
+    }
+
+    /// The next layer after `layer` that has a router.
+    pub fn next_layer(&self, layer: u32) -> Option<u32> {
+        self.next_layer.get(layer as usize).copied().flatten()
+    }
+
+    /// The distinct experts layer `next`'s router would choose for every `stride`-th token
+    /// of `x` (`[n_embd, n_tokens]` F32), in first-chosen order; `None` when it cannot
+    /// predict from this tensor.
+    pub fn predict(&mut self, next: u32, x: &ggml_tensor, stride: usize) -> Option<&[i32]> {
+        let rows = self.routers.get(next as usize).copied().flatten()?;
+        let n_embd = self.selector.n_embd();
+        let n_expert = self.selector.n_expert();
+        let n_tokens = x.ne[1].max(0) as usize;
+        if x.type_ != GGML_TYPE_F32
+            || x.ne[0] as usize != n_embd
+            || x.data.is_null()
+            || n_tokens == 0
+        {
+            return None;
+        }
+        // SAFETY: the router rows and bias were checked at construction to lie inside a VMA
+        // of llama.cpp's file mapping (`n_expert * n_embd` and `n_expert` f32), which stays
+        // mapped while the hook (and so this predictor) lives; nothing writes to it.
+        let (router, bias) = unsafe {
+            (
+                std::slice::from_raw_parts(rows.addr as *const f32, n_expert * n_embd),
+                rows.bias
+                    .map(|b| std::slice::from_raw_parts(b as *const f32, n_expert)),
+            )
+        };
+        self.selector.clear();
+        for tok in (0..n_tokens).step_by(stride.max(1)) {
+            // SAFETY: `x` has been computed (it is an ancestor of the topk node the scheduler
+            // handed over) and holds `ne[1]` rows of `n_embd` f32, `nb[1]` bytes apart.
+            let hidden = unsafe {
+                std::slice::from_raw_parts(
+                    (x.data as *const u8).add(tok * x.nb[1]) as *const f32,
+                    n_embd,
+                )
+            };
+            self.selector.add_token(router, hidden, bias);
+        }
+        Some(self.selector.chosen())
+    }
+}

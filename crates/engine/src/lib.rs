@@ -1,0 +1,22 @@
+//! The llama.cpp side of EPM. An [`Engine`] loads a model once through the patched
+//! llama-cpp-2 (no populate, no extra buffer types); a [`Session`] on it is one llama.cpp
+//! context with the pager attached through the `cb_eval` [`hook`](crate::hook), and
+//! prefills, decodes, samples and keeps or drops KV prefixes for up to `n_seq` sequences.
+//! [`generate`] drives one sequence; [`telemetry`] turns the run's counters into the stats
+//! file.
+//!
+//! No terminal I/O: progress and text reach the caller through callbacks and sinks. The
+//! only `unsafe` code is in the hook module (the FFI trampoline, the tensors it reads, and
+//! finding llama.cpp's mappings).
+
+mod engine;
+mod error;
+pub mod generate;
+mod hook;
+mod session;
+pub mod telemetry;
+
+pub use engine::{Engine, EngineOptions, PagerMode, SessionOptions};
+pub use error::EngineError;
+pub use hook::attach::{PagingOptions, Prediction};
+pub use session::{Prefilled, Sampler, SamplingParams, SeqCache, Session, Step};

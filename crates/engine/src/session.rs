@@ -1,0 +1,279 @@
+//! A [`Session`]: one llama.cpp context on an [`Engine`], with the pager attached, holding
+//! up to `n_seq` sequences. It prefills prompts, decodes steps of several sequences in one
+//! batch, samples, and keeps or drops each sequence's KV prefix.
+
+use std::sync::atomic::Ordering;
+
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use epm_core::pager::Phase;
+
+use crate::engine::{Engine, SessionOptions};
+use crate::error::EngineError;
+use crate::hook::{attach, HookedContext};
+
+/// How to pick the next token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingParams {
+    /// 0 (or below) is greedy.
+    pub temperature: f32,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches this
+    /// (1.0: all).
+    pub top_p: f32,
+    pub seed: u32,
+}
+
+impl Default for SamplingParams {
+    fn default() -> SamplingParams {
+        SamplingParams {
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: 42,
+        }
+    }
+}
+
+/// A token sampler (greedy, or temperature and top-p with a seed).
+pub struct Sampler(LlamaSampler);
+
+impl Sampler {
+    pub fn new(p: SamplingParams) -> Sampler {
+        if p.temperature <= 0.0 {
+            return Sampler(LlamaSampler::greedy());
+        }
+        let mut chain = Vec::new();
+        if p.top_p < 1.0 {
+            chain.push(LlamaSampler::top_p(p.top_p, 1));
+        }
+        chain.push(LlamaSampler::temp(p.temperature));
+        chain.push(LlamaSampler::dist(p.seed));
+        Sampler(LlamaSampler::chain_simple(chain))
+    }
+}
+
+/// One decode step of one sequence: `token` at position `pos`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub seq: i32,
+    pub token: i32,
+    pub pos: u32,
+}
+
+/// What a sequence's KV cache holds: the tokens evaluated into it, from position 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeqCache {
+    pub tokens: Vec<i32>,
+}
+
+/// How a prompt met a sequence's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefilled {
+    /// Prompt tokens whose KV was kept from before.
+    pub reused: usize,
+    /// Prompt tokens evaluated now.
+    pub evaluated: usize,
+    /// Logits index of the prompt's last token.
+    pub logits: i32,
+}
+
+pub struct Session<'e> {
+    engine: &'e Engine,
+    hooked: HookedContext<'e>,
+    batch: LlamaBatch<'static>,
+    opts: SessionOptions,
+    finished: bool,
+}
+
+impl<'e> Session<'e> {
+    pub(crate) fn new(
+        engine: &'e Engine,
+        hooked: HookedContext<'e>,
+        batch: LlamaBatch<'static>,
+        opts: SessionOptions,
+    ) -> Session<'e> {
+        Session {
+            engine,
+            hooked,
+            batch,
+            opts,
+            finished: false,
+        }
+    }
+
+    pub fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
+    pub fn options(&self) -> SessionOptions {
+        self.opts
+    }
+
+    /// Context cells per sequence: llama.cpp splits `n_ctx` evenly between sequences.
+    pub fn n_ctx_per_seq(&self) -> u32 {
+        self.hooked.ctx().n_ctx() / self.opts.n_seq.max(1)
+    }
+
+    fn check_hook(&self) -> Result<(), EngineError> {
+        let hook = self.hooked.hook();
+        if hook.foreign.load(Ordering::Relaxed) {
+            let what = hook
+                .foreign_tensor
+                .lock()
+                .ok()
+                .and_then(|g| g.clone())
+                .unwrap_or_default();
+            return Err(EngineError::ForeignTensor(what));
+        }
+        if hook.stats.hook_panicked.load(Ordering::Relaxed) {
+            return Err(EngineError::HookPanicked);
+        }
+        Ok(())
+    }
+
+    fn decode_batch(&mut self, phase: Phase) -> Result<(), EngineError> {
+        self.hooked.hook().set_phase(phase);
+        let batch = &mut self.batch;
+        self.hooked
+            .ctx_mut()
+            .decode(batch)
+            .map_err(EngineError::llama)?;
+        self.check_hook()
+    }
+
+    /// Evaluate `tokens` of sequence `seq` at positions `start..`, in batches of `n_batch`,
+    /// asking for the logits of the last token only. Returns that token's logits index.
+    pub fn prefill(&mut self, seq: i32, tokens: &[i32], start: u32) -> Result<i32, EngineError> {
+        let n_batch = self.opts.n_batch.max(1) as usize;
+        let mut last = 0;
+        for (chunk_no, chunk) in tokens.chunks(n_batch).enumerate() {
+            self.batch.clear();
+            let first = start as usize + chunk_no * n_batch;
+            for (i, &t) in chunk.iter().enumerate() {
+                let is_last = first + i + 1 == start as usize + tokens.len();
+                self.batch
+                    .add(LlamaToken(t), (first + i) as i32, &[seq], is_last)
+                    .map_err(EngineError::llama)?;
+            }
+            self.decode_batch(Phase::Prompt)?;
+            last = self.batch.n_tokens() - 1;
+        }
+        Ok(last)
+    }
+
+    /// One decode step of every sequence in `steps`, in one batch; the logits of step `i`
+    /// are at index `i`.
+    pub fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
+        self.batch.clear();
+        for s in steps {
+            self.batch
+                .add(LlamaToken(s.token), s.pos as i32, &[s.seq], true)
+                .map_err(EngineError::llama)?;
+        }
+        self.decode_batch(Phase::Decode)
+    }
+
+    pub fn logits(&self, index: i32) -> &[f32] {
+        self.hooked.ctx().get_logits_ith(index)
+    }
+
+    pub fn sample(&mut self, sampler: &mut Sampler, index: i32) -> i32 {
+        sampler.0.sample(self.hooked.ctx(), index).0
+    }
+
+    /// Drop sequence `seq`'s cache from position `keep` on. False when the memory cannot
+    /// drop part of a sequence (recurrent state keeps no history): then nothing changed.
+    pub fn truncate(&mut self, seq: i32, keep: u32) -> bool {
+        self.hooked
+            .ctx_mut()
+            .clear_kv_cache_seq(Some(seq as u32), Some(keep), None)
+            .is_ok_and(|removed| removed)
+    }
+
+    /// Drop all of sequence `seq`'s cache.
+    pub fn clear(&mut self, seq: i32) {
+        let _ = self
+            .hooked
+            .ctx_mut()
+            .clear_kv_cache_seq(Some(seq as u32), None, None);
+    }
+
+    /// Make sequence `seq` hold `prompt` with its logits ready: keep the longest prefix its
+    /// cache shares with `prompt` (at least the last prompt token is evaluated again, for
+    /// its logits) and evaluate the rest. Where the cache cannot be cut (recurrent
+    /// models), it is kept only when `prompt` extends it, else rebuilt from scratch.
+    /// `cache` is updated to `prompt`.
+    pub fn prefill_reusing(
+        &mut self,
+        seq: i32,
+        cache: &mut SeqCache,
+        prompt: &[i32],
+    ) -> Result<Prefilled, EngineError> {
+        if prompt.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let common = cache
+            .tokens
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let mut keep = common.min(prompt.len() - 1);
+        if keep < cache.tokens.len() && !self.truncate(seq, keep as u32) {
+            self.clear(seq);
+            keep = 0;
+        }
+        cache.tokens.clear();
+        let logits = self.prefill(seq, &prompt[keep..], keep as u32);
+        // On failure the cache holds an unknown part of the prompt: forget it all.
+        if logits.is_err() {
+            self.clear(seq);
+        }
+        let logits = logits?;
+        cache.tokens.extend_from_slice(prompt);
+        let stats = self.engine.stats();
+        stats.prompt_tokens.add((prompt.len() - keep) as u64);
+        stats.reused_prompt_tokens.add(keep as u64);
+        Ok(Prefilled {
+            reused: keep,
+            evaluated: prompt.len() - keep,
+            logits,
+        })
+    }
+
+    /// The run is over: complete outstanding drops and audit the page cache (the stats
+    /// get `stray_cache_bytes_at_exit`). Idempotent; also done on drop.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let hook = self.hooked.hook();
+        let mut guard = hook.active.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(active) = guard.as_mut() {
+            active.pager.finish();
+            if let Some(t) = active.trace.as_mut() {
+                if t.flush().is_err() {
+                    tracing::warn!("the routing trace could not be written in full");
+                }
+            }
+            let stray = attach::stray_expert_cache_bytes(active);
+            hook.stats.stray_expert_cache.set(stray);
+            if stray > 0 {
+                tracing::warn!(
+                    "{stray} bytes of evicted experts are still in the page cache at exit, outside the budget's accounting"
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.finish();
+        if self.engine.paged() {
+            self.engine.session_ended();
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The real [`Advisor`]: the pager's decisions become madvise/fadvise calls on llama.cpp's
+//! mapping. Evictions that race a read still in flight are found with `cachestat` and
+//! dropped again until they are gone (the re-drop list).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use epm_core::pager::{Advisor, FileRange};
+use epm_core::stats::IoCounters;
+
+use crate::ahead::AheadThread;
+use crate::mapping::FileMapping;
+use crate::populate::PopulatePool;
+use crate::{inward, outward};
+
+/// How missing experts are brought in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetch {
+    /// `MADV_WILLNEED`: asynchronous readahead of the exact ranges; compute then takes a
+    /// (minor, or waiting) fault per page.
+    WillNeed,
+    /// `MADV_WILLNEED`, then `MADV_POPULATE_READ` on a pool of I/O threads, waited for before
+    /// the layer computes: the pages arrive by readahead and are mapped by the pool, so
+    /// compute takes no faults.
+    PopulateRead { threads: usize },
+}
+
+pub(crate) fn add_elapsed(counter: &AtomicU64, since: Instant) {
+    counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
+
+/// Evicted ranges that may wait for a re-drop at once. Each is one expert slice; more than
+/// this many late evictions between two routing steps is far beyond what was measured.
+const REDROP_CAPACITY: usize = 4096;
+
+/// Page ranges collected for the populate pool in one routing step; capacity reserved up
+/// front so the hook never allocates.
+const BATCH_CAPACITY: usize = 1 << 14;
+
+/// Invariants:
+/// 1. every range in `redrop` is page-aligned, was evicted, and has not been advised in
+///    since: `will_need` trims any part of it that a later read covers, so a re-drop can
+///    only drop pages the pager counts as evicted;
+/// 2. `redrop` and `batch` never grow past the capacity reserved in `new`, so the hook's
+///    calls never allocate;
+/// 3. with a readahead thread, every `evict` and `will_need` first cancels the queued
+///    speculative reads of its range, so the thread never reads in evicted pages.
+pub struct OsAdvisor {
+    pub files: Arc<Vec<FileMapping>>,
+    counters: Arc<IoCounters>,
+    pool: Option<PopulatePool>,
+    /// Speculative reads go to this thread when present (`with_ahead_thread`).
+    ahead: Option<AheadThread>,
+    /// Ranges were queued for `ahead` since the last `flush`.
+    ahead_queued: bool,
+    /// Page ranges (file, start, end) collected for the pool until `flush`.
+    batch: Vec<(u32, u64, u64)>,
+    /// Evicted ranges the page cache still held right after the drop: a wrong speculative
+    /// read can be evicted while its I/O is in flight, and the kernel skips pages under I/O.
+    /// Dropped again at every `flush` until clean.
+    redrop: Vec<FileRange>,
+}
+
+impl OsAdvisor {
+    pub fn new(
+        files: Vec<FileMapping>,
+        prefetch: Prefetch,
+        counters: Arc<IoCounters>,
+    ) -> OsAdvisor {
+        let files = Arc::new(files);
+        let pool = match prefetch {
+            Prefetch::WillNeed => None,
+            Prefetch::PopulateRead { threads } => {
+                Some(PopulatePool::new(threads.max(1), files.clone()))
+            }
+        };
+        OsAdvisor {
+            files,
+            counters,
+            pool,
+            ahead: None,
+            ahead_queued: false,
+            batch: Vec::with_capacity(BATCH_CAPACITY),
+            redrop: Vec::with_capacity(REDROP_CAPACITY),
+        }
+    }
+
+    /// Advise speculative reads (`Advisor::will_need_ahead`) from a thread of their own, so
+    /// their page allocation and read submission leave the compute thread. Only with
+    /// `Prefetch::WillNeed`: the populate pool already reads on its own threads.
+    pub fn with_ahead_thread(mut self) -> OsAdvisor {
+        if self.pool.is_none() {
+            self.ahead = Some(AheadThread::new(self.files.clone(), self.counters.clone()));
+        }
+        self
+    }
+
+    /// Cancel the readahead thread's queued reads of `[start, end)` (invariant 3).
+    fn cancel_ahead(&self, file: u32, start: u64, end: u64) {
+        if let Some(a) = &self.ahead {
+            let n = a.cancel(file, start, end);
+            self.counters
+                .ahead_cancelled
+                .fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// `r` is about to be read in: its pages leave the re-drop list (invariant 1). Returns
+    /// them, rounded outward.
+    fn forget_redrops(&mut self, r: FileRange) -> (u64, u64) {
+        let (s, e) = outward(r.offset, r.len, self.files[r.file as usize].page());
+        if !self.redrop.is_empty() {
+            remove_span(&mut self.redrop, r.file, s, e);
+        }
+        (s, e)
+    }
+
+    /// Ranges still waiting to be dropped again (see `redrop`).
+    pub fn pending_redrops(&self) -> usize {
+        self.redrop.len()
+    }
+
+    /// Drop every range of `redrop` again; keep those the page cache still holds.
+    fn retry_redrops(&mut self) {
+        if self.redrop.is_empty() {
+            return;
+        }
+        let t = Instant::now();
+        let mut i = 0;
+        while i < self.redrop.len() {
+            let r = self.redrop[i];
+            let m = &self.files[r.file as usize];
+            m.evict(r.offset, r.len);
+            self.counters.redrops.fetch_add(1, Ordering::Relaxed);
+            if m.any_cached(r.offset, r.len) {
+                i += 1;
+            } else {
+                self.redrop.swap_remove(i);
+            }
+        }
+        add_elapsed(&self.counters.evict_ns, t);
+    }
+}
+
+/// Remove `[start, end)` of `file` from every range of `list`, never growing `list` past its
+/// capacity: a range cut in two keeps only its larger side when the list is full.
+fn remove_span(list: &mut Vec<FileRange>, file: u32, start: u64, end: u64) {
+    let mut i = 0;
+    while i < list.len() {
+        let r = list[i];
+        let (rs, re) = (r.offset, r.offset + r.len);
+        if r.file != file || re <= start || end <= rs {
+            i += 1;
+            continue;
+        }
+        let before = (rs < start).then_some((rs, start));
+        let after = (end < re).then_some((end, re));
+        let piece = |(s, e): (u64, u64)| FileRange {
+            file,
+            offset: s,
+            len: e - s,
+        };
+        match (before, after) {
+            (None, None) => {
+                list.swap_remove(i);
+                continue;
+            }
+            (Some(b), None) => list[i] = piece(b),
+            (None, Some(a)) => list[i] = piece(a),
+            (Some(b), Some(a)) => {
+                if list.len() < list.capacity() {
+                    list[i] = piece(b);
+                    list.push(piece(a));
+                } else {
+                    let larger = if b.1 - b.0 >= a.1 - a.0 { b } else { a };
+                    list[i] = piece(larger);
+                }
+            }
+        }
+        i += 1;
+    }
+}
+
+impl Advisor for OsAdvisor {
+    fn will_need(&mut self, r: FileRange) {
+        let (s, e) = self.forget_redrops(r);
+        self.cancel_ahead(r.file, r.offset, r.offset + r.len);
+        let m = &self.files[r.file as usize];
+        // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
+        // mapping, POPULATE_READ alone would fault and read one page at a time.
+        let t = Instant::now();
+        m.will_need(r.offset, r.len);
+        add_elapsed(&self.counters.will_need_ns, t);
+        if self.pool.is_some() && self.batch.len() < self.batch.capacity() {
+            self.batch.push((r.file, s, e));
+        }
+    }
+
+    fn will_need_ahead(&mut self, r: FileRange) {
+        if self.ahead.is_some() {
+            self.forget_redrops(r);
+        }
+        if let Some(a) = &self.ahead {
+            if a.push(r) {
+                self.ahead_queued = true;
+                return;
+            }
+        }
+        self.will_need(r);
+    }
+
+    fn evict(&mut self, r: FileRange) -> u64 {
+        let t = Instant::now();
+        // Only a queued read of these very bytes is cancelled: a neighbour's range may share
+        // a page with this one, and its read must go on.
+        self.cancel_ahead(r.file, r.offset, r.offset + r.len);
+        let m = &self.files[r.file as usize];
+        let dropped = m.evict(r.offset, r.len);
+        let (s, e) = inward(r.offset, r.len, m.page());
+        if dropped > 0 && m.any_cached(s, e - s) {
+            self.counters.late_evictions.fetch_add(1, Ordering::Relaxed);
+            if self.redrop.len() < self.redrop.capacity() {
+                self.redrop.push(FileRange {
+                    file: r.file,
+                    offset: s,
+                    len: e - s,
+                });
+            } else {
+                self.counters
+                    .redrop_overflows
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        add_elapsed(&self.counters.evict_ns, t);
+        dropped
+    }
+
+    fn flush(&mut self) {
+        if let Some(a) = self.ahead.as_ref().filter(|_| self.ahead_queued) {
+            a.wake();
+            self.ahead_queued = false;
+        }
+        if let Some(pool) = &self.pool {
+            let t = Instant::now();
+            pool.populate_all(&self.batch);
+            add_elapsed(&self.counters.populate_wait_ns, t);
+            self.batch.clear();
+        }
+        self.retry_redrops();
+    }
+
+    fn finish(&mut self) {
+        // The reads still in flight complete within milliseconds; give them a second at most.
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        if let Some(a) = &self.ahead {
+            a.clear();
+        }
+        self.retry_redrops();
+        while !self.redrop.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            self.retry_redrops();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapping::test_support::*;
+
+    #[test]
+    fn an_eviction_racing_its_read_is_completed_by_finish() {
+        let len = 8u64 << 20;
+        let (_map, m) = clean_mapping(len);
+        let sees_reads = m.sees_reads_in_flight();
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone());
+        // A wrong guess evicted at once: its read is still in flight, the kernel skips those
+        // pages, and they land in the page cache after the drop.
+        let guess = FileRange {
+            file: 0,
+            offset: 1 << 20,
+            len: 4 << 20,
+        };
+        advisor.will_need(guess);
+        assert!(advisor.evict(guess) > 0);
+        advisor.finish();
+        if !sees_reads {
+            eprintln!("note: no cachestat here; reads in flight are invisible to the pager");
+            return;
+        }
+        assert_eq!(advisor.pending_redrops(), 0);
+        // cachestat counts pages still being read: none of the range is cached or coming.
+        assert!(!advisor.files[0].any_cached(0, len));
+        assert_eq!(advisor.files[0].resident_bytes(0, len), 0);
+        eprintln!(
+            "late evictions {}, re-drops {}",
+            counters.late_evictions.load(Ordering::Relaxed),
+            counters.redrops.load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn a_read_cancels_the_redrop_of_its_pages() {
+        let len = 8u64 << 20;
+        let (_map, m) = clean_mapping(len);
+        let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, Arc::default());
+        let expert = FileRange {
+            file: 0,
+            offset: 1 << 20,
+            len: 2 << 20,
+        };
+        advisor.will_need(expert);
+        advisor.evict(expert);
+        // Selected again right away: the pages are the pager's again and must stay cached.
+        advisor.will_need(expert);
+        assert_eq!(advisor.pending_redrops(), 0);
+        advisor.finish();
+        wait_for("the re-read expert is cached", || {
+            advisor.files[0].resident_bytes(expert.offset, expert.len) >= expert.len
+        });
+    }
+
+    #[test]
+    fn populate_maps_the_missing_ranges_before_flush_returns() {
+        let len = 8u64 << 20;
+        let (_map, m) = clean_mapping(len);
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor = OsAdvisor::new(
+            vec![m],
+            Prefetch::PopulateRead { threads: 2 },
+            counters.clone(),
+        );
+        let r = FileRange {
+            file: 0,
+            offset: 3 << 20,
+            len: 2 << 20,
+        };
+        advisor.will_need(r);
+        advisor.flush();
+        // POPULATE_READ waits for the reads: the range is cached when flush returns.
+        assert_eq!(advisor.files[0].resident_bytes(r.offset, r.len), r.len);
+        assert!(counters.populate_wait_ns.load(Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn the_readahead_thread_reads_guesses_and_never_an_evicted_one() {
+        let len = 16u64 << 20;
+        let (_map, m) = clean_mapping(len);
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor =
+            OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_ahead_thread();
+        let range = |i: u64| FileRange {
+            file: 0,
+            offset: i * (2 << 20),
+            len: 2 << 20,
+        };
+        // Eight guesses; the odd ones are evicted at once, before or while they are read.
+        for i in 0..8 {
+            advisor.will_need_ahead(range(i));
+        }
+        advisor.flush();
+        for i in (1..8).step_by(2) {
+            advisor.evict(range(i));
+        }
+        advisor.flush();
+        for i in (0..8).step_by(2) {
+            let r = range(i);
+            wait_for(&format!("guess {i} read in"), || {
+                advisor.files[0].resident_bytes(r.offset, r.len) >= r.len
+            });
+        }
+        advisor.finish();
+        if advisor.files[0].sees_reads_in_flight() {
+            for i in (1..8).step_by(2) {
+                let r = range(i);
+                assert!(
+                    !advisor.files[0].any_cached(r.offset, r.len),
+                    "evicted guess {i} is cached or being read"
+                );
+            }
+        }
+        let read = counters.ahead_reads.load(Ordering::Relaxed);
+        let cancelled = counters.ahead_cancelled.load(Ordering::Relaxed);
+        assert!(read >= 4, "{read} reads on the thread");
+        assert_eq!(read + cancelled, 8, "{read} read, {cancelled} cancelled");
+    }
+
+    #[test]
+    fn remove_span_trims_splits_and_keeps_its_capacity() {
+        let r = |file, offset, end| FileRange {
+            file,
+            offset,
+            len: end - offset,
+        };
+        let mut list = Vec::with_capacity(4);
+        list.extend([r(0, 0, 100), r(0, 200, 300), r(1, 0, 100), r(0, 400, 500)]);
+        // Covers all of [200, 300), the end of [0, 100) and nothing of file 1.
+        remove_span(&mut list, 0, 50, 300);
+        list.sort_by_key(|x| (x.file, x.offset));
+        assert_eq!(list, vec![r(0, 0, 50), r(0, 400, 500), r(1, 0, 100)]);
+        // The middle of a range splits it in two while there is room.
+        remove_span(&mut list, 0, 420, 440);
+        list.sort_by_key(|x| (x.file, x.offset));
+        assert_eq!(
+            list,
+            vec![r(0, 0, 50), r(0, 400, 420), r(0, 440, 500), r(1, 0, 100)]
+        );
+        // Full: the larger side stays, the list does not grow.
+        remove_span(&mut list, 0, 10, 20);
+        list.sort_by_key(|x| (x.file, x.offset));
+        assert_eq!(list.len(), 4);
+        assert_eq!(list.capacity(), 4);
+        assert_eq!(list[0], r(0, 20, 50));
+        // Disjoint spans change nothing.
+        let before = list.clone();
+        remove_span(&mut list, 0, 50, 400);
+        remove_span(&mut list, 2, 0, 1000);
+        assert_eq!(list, before);
+    }
+}

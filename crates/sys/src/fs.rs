@@ -1,0 +1,291 @@
+//! Files: atomic replacement (a temporary name, fsync, rename), `O_DIRECT` streaming writes
+//! on threads of their own, page-aligned buffers, and free space.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::page_size;
+
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A hidden temporary name next to `path`, unique to this process and call.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let seq = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.partial-{}-{seq}", std::process::id()))
+}
+
+/// Create or replace `path` atomically: `write` fills a temporary file next to it (and
+/// syncs it, if it wants durability), which is renamed over `path` only when `write`
+/// succeeds; on failure the temporary file is removed. Readers see the old file or the new
+/// one, never a part.
+pub fn replace_atomically<T, E: From<io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<T, E>,
+) -> Result<T, E> {
+    let tmp = temp_path(path);
+    match write(&tmp) {
+        Ok(v) => match std::fs::rename(&tmp, path) {
+            Ok(()) => Ok(v),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e.into())
+            }
+        },
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Write `bytes` to `path` atomically and durably (see [`replace_atomically`]).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_atomically(path, |tmp| {
+        let mut f = File::create(tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })
+}
+
+/// A zeroed, page-aligned buffer, as `O_DIRECT` I/O requires: a slice of an ordinary heap
+/// allocation, starting at its first page boundary.
+pub struct AlignedBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub fn new(len: usize) -> AlignedBuf {
+        let page = page_size();
+        let storage = vec![0u8; len + page];
+        let start = storage.as_ptr().align_offset(page);
+        AlignedBuf {
+            storage,
+            start,
+            len,
+        }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+}
+
+/// Bytes an unprivileged writer may still use on the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> io::Result<u64> {
+    let st = nix::sys::statvfs::statvfs(dir)?;
+    Ok(st.blocks_available() as u64 * st.fragment_size() as u64)
+}
+
+/// Create (truncate) `path` for writing, bypassing the page cache with `O_DIRECT` where the
+/// filesystem allows it. Returns the file and whether it is direct: direct writes must come
+/// from page-aligned buffers in multiples of the page size.
+pub fn create_for_streaming(path: &Path) -> io::Result<(File, bool)> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    match opts.clone().custom_flags(libc::O_DIRECT).open(path) {
+        Ok(f) => Ok((f, true)),
+        // tmpfs and some network filesystems refuse O_DIRECT.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((opts.open(path)?, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// A `Write` that hands full page-aligned chunks to writer threads, so that producing data
+/// and writing it run on different cores, with a few writes in flight (a cloud disk here
+/// wrote 1.16 GB/s at queue depth 1 and 2.05 GB/s at 4); with `O_DIRECT` the writes skip the
+/// page-cache copy entirely. Chunks circulate between the threads; nothing is allocated
+/// after start-up. The last chunk is written padded to a page and the file then cut to size.
+pub struct DirectWriter {
+    chunk: AlignedBuf,
+    len: usize,
+    written: u64,
+    to_writers: Option<SyncSender<(u64, AlignedBuf)>>,
+    free: Receiver<AlignedBuf>,
+    /// Shared with the writer threads until `finish` takes it back.
+    file: Option<Arc<File>>,
+    writers: Vec<JoinHandle<io::Result<()>>>,
+}
+
+impl DirectWriter {
+    const CHUNK: usize = 8 << 20;
+    const WRITERS: usize = 3;
+    const CHUNKS: usize = 2 * Self::WRITERS;
+
+    /// Stream into `file` (from [`create_for_streaming`]), from offset 0.
+    pub fn new(file: File) -> io::Result<DirectWriter> {
+        let (to_writers, full) = sync_channel::<(u64, AlignedBuf)>(Self::CHUNKS);
+        let full = Arc::new(Mutex::new(full));
+        let (give_back, free) = channel();
+        for _ in 0..Self::CHUNKS {
+            give_back
+                .send(AlignedBuf::new(Self::CHUNK))
+                .expect("receiver alive");
+        }
+        let file = Arc::new(file);
+        let mut writers = Vec::new();
+        for i in 0..Self::WRITERS {
+            let (full, give_back, file) = (full.clone(), give_back.clone(), file.clone());
+            writers.push(
+                std::thread::Builder::new()
+                    .name(format!("epm-writer-{i}"))
+                    .spawn(move || loop {
+                        let next = full
+                            .lock()
+                            .map_err(|_| io::Error::other("poisoned"))?
+                            .recv();
+                        let Ok((offset, chunk)) = next else {
+                            return Ok(());
+                        };
+                        file.write_all_at(chunk.as_slice(), offset)?;
+                        // The producer may have finished and gone: then it needs no chunk.
+                        let _ = give_back.send(chunk);
+                    })?,
+            );
+        }
+        Ok(DirectWriter {
+            chunk: AlignedBuf::new(Self::CHUNK),
+            len: 0,
+            written: 0,
+            to_writers: Some(to_writers),
+            free,
+            file: Some(file),
+            writers,
+        })
+    }
+
+    /// Stop the writer threads and return the first error any of them met.
+    fn join(&mut self) -> io::Result<()> {
+        self.to_writers = None;
+        let mut first = Ok(());
+        for w in self.writers.drain(..) {
+            let r = w
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("a writer thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    fn send_full(&mut self) -> io::Result<()> {
+        // No free chunk means every writer stopped: on an error, which `join` returns.
+        let Ok(next) = self.free.recv() else {
+            return self
+                .join()
+                .and(Err(io::Error::other("the writer threads stopped")));
+        };
+        let full = std::mem::replace(&mut self.chunk, next);
+        let offset = self.written;
+        self.written += self.len as u64;
+        self.len = 0;
+        let sent = self.to_writers.as_ref().map(|tx| tx.send((offset, full)));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            _ => self
+                .join()
+                .and(Err(io::Error::other("the writer threads stopped"))),
+        }
+    }
+
+    /// Write what is buffered (a zero-padded whole chunk), wait for the writer threads, cut
+    /// the file to the bytes actually produced, and return it.
+    pub fn finish(mut self) -> io::Result<File> {
+        let total = self.written + self.len as u64;
+        if self.len > 0 {
+            self.chunk.as_mut_slice()[self.len..].fill(0);
+            self.send_full()?;
+        }
+        self.join()?;
+        let file = self
+            .file
+            .take()
+            .and_then(|f| Arc::try_unwrap(f).ok())
+            .ok_or_else(|| io::Error::other("the writer threads still hold the file"))?;
+        file.set_len(total)?;
+        Ok(file)
+    }
+}
+
+impl Write for DirectWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let k = (Self::CHUNK - self.len).min(data.len());
+        self.chunk.as_mut_slice()[self.len..self.len + k].copy_from_slice(&data[..k]);
+        self.len += k;
+        if self.len == Self::CHUNK {
+            self.send_full()?;
+        }
+        Ok(k)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buffers_start_on_a_page() {
+        for len in [1, 4096, 12_345] {
+            let mut b = AlignedBuf::new(len);
+            assert_eq!(b.as_slice().as_ptr() as usize % page_size(), 0);
+            assert_eq!(b.as_mut_slice().len(), len);
+            assert!(b.as_slice().iter().all(|&x| x == 0));
+        }
+    }
+
+    #[test]
+    fn direct_writes_round_trip_on_disk_and_on_tmpfs() {
+        // On disk (O_DIRECT) and in /dev/shm where it exists (the buffered fallback); more
+        // than a chunk, and not a multiple of a page.
+        let on_disk = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let shm = tempfile::tempdir_in("/dev/shm").ok();
+        let data: Vec<u8> = (0..DirectWriter::CHUNK * 2 + 1234)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        for dir in std::iter::once(on_disk.path()).chain(shm.as_ref().map(|d| d.path())) {
+            let path = dir.join("out.bin");
+            replace_atomically(&path, |tmp| -> io::Result<()> {
+                let (file, _direct) = create_for_streaming(tmp)?;
+                let mut w = DirectWriter::new(file)?;
+                w.write_all(&data)?;
+                w.finish()?.sync_all()
+            })
+            .unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), data, "{}", dir.display());
+        }
+    }
+
+    #[test]
+    fn a_failed_replacement_leaves_the_old_file_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stats.json");
+        write_atomic(&path, b"old").unwrap();
+        let r: io::Result<()> = replace_atomically(&path, |tmp| {
+            std::fs::write(tmp, b"half")?;
+            Err(io::Error::other("disk full"))
+        });
+        assert!(r.is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(free_bytes(dir.path()).unwrap() > 0);
+    }
+}

@@ -1,0 +1,337 @@
+//! One reader for `/proc` and sysfs: a process's memory and I/O counters, its mappings,
+//! available memory and cgroup limits, the machine, and the block device queue that
+//! decides how much the kernel reads ahead.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::page_size;
+
+/// Which process to read: this one, or another by pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pid {
+    This,
+    Other(u32),
+}
+
+impl Pid {
+    fn file(self, name: &str) -> String {
+        match self {
+            Pid::This => format!("/proc/self/{name}"),
+            Pid::Other(p) => format!("/proc/{p}/{name}"),
+        }
+    }
+}
+
+/// `value kB` of a `Key: value kB` line, in bytes.
+fn kib_value(v: &str) -> Option<u64> {
+    v.trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
+}
+
+/// Memory figures of a process from `/proc/<pid>/status`, in bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ProcMemory {
+    pub rss: u64,
+    pub rss_anon: u64,
+    pub rss_file: u64,
+    pub swap: u64,
+    pub hwm: u64,
+    /// Virtual size of private data (heap and anonymous mappings), touched or not.
+    pub data: u64,
+}
+
+pub fn memory(pid: Pid) -> io::Result<ProcMemory> {
+    let text = std::fs::read_to_string(pid.file("status"))?;
+    let mut m = ProcMemory::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let bytes = kib_value(v).unwrap_or(0);
+        match k {
+            "VmRSS" => m.rss = bytes,
+            "RssAnon" => m.rss_anon = bytes,
+            "RssFile" | "RssShmem" => m.rss_file += bytes,
+            "VmSwap" => m.swap = bytes,
+            "VmHWM" => m.hwm = bytes,
+            "VmData" => m.data = bytes,
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+/// `read_bytes` from `/proc/<pid>/io`: bytes the process caused to be read from storage.
+pub fn read_bytes(pid: Pid) -> Option<u64> {
+    std::fs::read_to_string(pid.file("io"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("read_bytes:")?.trim().parse().ok())
+}
+
+/// One line of `/proc/<pid>/maps`: `start-end perms offset dev inode path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapsLine<'a> {
+    pub start: usize,
+    pub end: usize,
+    pub perms: &'a str,
+    pub offset: usize,
+    pub inode: u64,
+    /// Empty for anonymous mappings.
+    pub path: &'a str,
+}
+
+impl<'a> MapsLine<'a> {
+    pub fn parse(line: &'a str) -> Option<MapsLine<'a>> {
+        let mut f = line.splitn(6, ' ');
+        let (range, perms, offset, _dev, inode) =
+            (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+        let (s, e) = range.split_once('-')?;
+        Some(MapsLine {
+            start: usize::from_str_radix(s, 16).ok()?,
+            end: usize::from_str_radix(e, 16).ok()?,
+            perms,
+            offset: usize::from_str_radix(offset, 16).ok()?,
+            inode: inode.parse().ok()?,
+            path: f.next().unwrap_or("").trim_start(),
+        })
+    }
+}
+
+/// Bytes of `path` mapped into this process and resident (sum of `Rss:` over its VMAs in
+/// `/proc/self/smaps`).
+pub fn mapping_rss(path: &Path) -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/smaps") else {
+        return 0;
+    };
+    let want = path.canonicalize().ok();
+    let mut inside = false;
+    let mut total = 0;
+    for line in text.lines() {
+        if let Some(vma) = MapsLine::parse(line) {
+            inside = !vma.path.is_empty() && Path::new(vma.path).canonicalize().ok() == want;
+        } else if inside {
+            if let Some(v) = line.strip_prefix("Rss:") {
+                total += kib_value(v).unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
+/// Reads this process's resident set from `/proc/self/statm` without allocating, for the
+/// eval-callback hot path.
+#[derive(Debug)]
+pub struct RssProbe {
+    statm: File,
+    page: u64,
+}
+
+impl RssProbe {
+    pub fn new() -> io::Result<RssProbe> {
+        Ok(RssProbe {
+            statm: File::open("/proc/self/statm")?,
+            page: page_size() as u64,
+        })
+    }
+
+    /// Total resident bytes (anonymous + file), or 0 when the read fails.
+    pub fn rss_bytes(&self) -> u64 {
+        let mut buf = [0u8; 128];
+        let n = self.statm.read_at(&mut buf, 0).unwrap_or(0);
+        // statm: size resident shared text lib data dt (pages)
+        let mut fields = buf[..n].split(|&b| b == b' ');
+        let _size = fields.next();
+        let resident = fields.next().unwrap_or(b"0");
+        let mut pages = 0u64;
+        for &d in resident {
+            if d.is_ascii_digit() {
+                pages = pages * 10 + u64::from(d - b'0');
+            }
+        }
+        pages * self.page
+    }
+}
+
+/// A `Key:` of `/proc/meminfo`, in bytes.
+pub fn meminfo(key: &str) -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').and_then(kib_value))
+}
+
+/// The memory limit of the cgroup this process runs in (v2 `memory.max` or v1
+/// `memory.limit_in_bytes` at the mount root), if one is set.
+pub fn cgroup_memory_limit() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .filter_map(|t| t.trim().parse::<u64>().ok())
+    .min()
+}
+
+/// What machine this is, for reports.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub mem_total_bytes: u64,
+    pub kernel: String,
+}
+
+pub fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .and_then(|v| v.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        mem_total_bytes: meminfo("MemTotal").unwrap_or(0),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+    }
+}
+
+/// The sysfs `queue` directory of the block device holding a file; a partition's queue
+/// limits are its disk's. `None` when the file is not on a block device sysfs describes
+/// (tmpfs, overlayfs, btrfs).
+fn block_queue(meta: &std::fs::Metadata) -> Option<PathBuf> {
+    let dev = meta.dev();
+    let node = PathBuf::from(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ))
+    .canonicalize()
+    .ok()?;
+    [node.join("queue"), node.parent()?.join("queue")]
+        .into_iter()
+        .find(|q| q.is_dir())
+}
+
+fn queue_value(queue: &Path, name: &str) -> Option<u64> {
+    std::fs::read_to_string(queue.join(name))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// What one `MADV_WILLNEED` (or `POSIX_FADV_WILLNEED`) call on a file of this device reads
+/// at most: the kernel clamps each call to max(`read_ahead_kb`, `max_sectors_kb`) of the
+/// block device (`force_page_cache_ra`). A longer range must be advised in pieces, or its
+/// tail is left to demand faults, one page at a time under `MADV_RANDOM`. (Checked on a
+/// 6.18 kernel: with both at 128 KiB, one call over a 3 MiB range read 128 KiB.)
+pub fn readahead_window(meta: &std::fs::Metadata) -> Option<u64> {
+    let queue = block_queue(meta)?;
+    let window =
+        queue_value(&queue, "read_ahead_kb")?.max(queue_value(&queue, "max_sectors_kb")?) * 1024;
+    (window > 0).then_some(window)
+}
+
+/// `read_ahead_kb` of the device holding `path`: how much the kernel reads per page fault
+/// when it pages a plain mmap.
+pub fn read_ahead_kb(path: &Path) -> Option<u64> {
+    queue_value(
+        &block_queue(&std::fs::metadata(path).ok()?)?,
+        "read_ahead_kb",
+    )
+}
+
+/// Sets `read_ahead_kb` for the device of a file and restores the old value on drop.
+#[derive(Debug)]
+pub struct ReadaheadGuard {
+    sys: PathBuf,
+    old: u64,
+}
+
+impl ReadaheadGuard {
+    pub fn set(file: &Path, kb: u64) -> io::Result<ReadaheadGuard> {
+        let queue = std::fs::metadata(file)
+            .ok()
+            .and_then(|m| block_queue(&m))
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "{} is not on a block device with a read_ahead_kb",
+                    file.display()
+                ))
+            })?;
+        let sys = queue.join("read_ahead_kb");
+        let old = queue_value(&queue, "read_ahead_kb")
+            .ok_or_else(|| io::Error::other(format!("cannot read {}", sys.display())))?;
+        std::fs::write(&sys, kb.to_string())?;
+        Ok(ReadaheadGuard { sys, old })
+    }
+}
+
+impl Drop for ReadaheadGuard {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.sys, self.old.to_string()) {
+            tracing::error!(
+                "could not restore {} to {}: {e}",
+                self.sys.display(),
+                self.old
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_maps_lines() {
+        let l = "7f12a000-7f12c000 r--s 00003000 fd:01 1234 /models/a b.gguf";
+        let m = MapsLine::parse(l).unwrap();
+        assert_eq!((m.start, m.end, m.offset), (0x7f12a000, 0x7f12c000, 0x3000));
+        assert_eq!(
+            (m.perms, m.inode, m.path),
+            ("r--s", 1234, "/models/a b.gguf")
+        );
+        let anon = MapsLine::parse("7f000000-7f001000 rw-p 00000000 00:00 0").unwrap();
+        assert_eq!(anon.path, "");
+        assert!(MapsLine::parse("Rss:                 4 kB").is_none());
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let m = memory(Pid::This).unwrap();
+        assert!(m.rss > 0 && m.hwm >= m.rss / 2);
+        assert!(read_bytes(Pid::This).is_some());
+        assert!(RssProbe::new().unwrap().rss_bytes() > 0);
+        assert!(meminfo("MemTotal").unwrap() > 0);
+        assert!(meminfo("MemAvailable").unwrap() > 0);
+        assert!(machine().cores >= 1);
+    }
+
+    #[test]
+    fn readahead_window_matches_sysfs_when_the_device_is_known() {
+        let meta = std::fs::metadata(env!("CARGO_MANIFEST_DIR")).unwrap();
+        if let Some(w) = readahead_window(&meta) {
+            assert!(w >= 4096, "window {w}");
+            assert_eq!(w % 1024, 0);
+            let kb = read_ahead_kb(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
+            assert!(kb * 1024 <= w);
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Exit codes, in one place: typed errors from every crate map to the codes the README
+//! documents.
+
+use epm_bench::harness::HarnessError;
+use epm_core::plan::BelowMinimum;
+use epm_core::trace::TraceError;
+use epm_engine::EngineError;
+use epm_gguf::GgufError;
+use epm_synth::SynthError;
+
+/// Success.
+pub const OK: i32 = 0;
+/// A runtime failure: llama.cpp failed, an I/O error, the hook failed, an A/B check failed.
+pub const RUNTIME: i32 = 1;
+/// Bad input or usage: a missing or malformed model, a budget below the minimum, bad
+/// flag values, an empty prompt, a context too small, a model file truncated under a run.
+pub const BAD_INPUT: i32 = 2;
+/// Interrupted (Ctrl-C / SIGTERM) where a command cleans up and stops early.
+pub const INTERRUPTED: i32 = 130;
+
+/// Bad input or usage that no library error describes.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The exit code for an error: the first cause in the chain that decides it.
+pub fn code(e: &anyhow::Error) -> i32 {
+    for cause in e.chain() {
+        if cause.is::<UsageError>() || cause.is::<BelowMinimum>() || cause.is::<TraceError>() {
+            return BAD_INPUT;
+        }
+        let bad_input = if let Some(g) = cause.downcast_ref::<GgufError>() {
+            Some(g.is_bad_input())
+        } else if let Some(s) = cause.downcast_ref::<EngineError>() {
+            Some(s.is_bad_input())
+        } else if let Some(s) = cause.downcast_ref::<SynthError>() {
+            Some(s.is_bad_input())
+        } else if let Some(h) = cause.downcast_ref::<HarnessError>() {
+            match h {
+                HarnessError::Interrupted => return INTERRUPTED,
+                HarnessError::Gguf(g) => Some(g.is_bad_input()),
+                HarnessError::Io(_) => Some(false),
+            }
+        } else {
+            None
+        };
+        match bad_input {
+            Some(true) => return BAD_INPUT,
+            Some(false) => return RUNTIME,
+            None => {}
+        }
+    }
+    RUNTIME
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn io_errors_are_runtime_failures_and_bad_files_are_bad_input() {
+        let io = GgufError::Io {
+            path: PathBuf::from("m.gguf"),
+            source: std::io::Error::other("disk"),
+        };
+        assert_eq!(code(&anyhow::Error::new(io)), RUNTIME);
+        let magic = GgufError::BadMagic {
+            path: PathBuf::from("m.gguf"),
+            found: vec![0; 4],
+        };
+        assert_eq!(
+            code(&anyhow::Error::new(magic).context("opening")),
+            BAD_INPUT
+        );
+        assert_eq!(
+            code(&anyhow::Error::new(HarnessError::Interrupted)),
+            INTERRUPTED
+        );
+        assert_eq!(
+            code(&anyhow::Error::new(EngineError::EmptyPrompt)),
+            BAD_INPUT
+        );
+        assert_eq!(code(&anyhow::anyhow!("something else")), RUNTIME);
+    }
+}
