@@ -1,6 +1,8 @@
 //! `epm-run`: the command-line entry point. Parsing, dispatch and the exit code; each
 //! subcommand lives in its own file under `cli/`.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 
 fn main() {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Rebuild vendor/ from the pristine crates.io sources plus patches/*.patch.
 #
-#   tools/vendor.sh          rewrite vendor/ in place
-#   tools/vendor.sh --check  rebuild into a temp dir and fail (exit 1) if vendor/ differs
+#   tools/vendor.sh                  rewrite vendor/ in place
+#   tools/vendor.sh --check          rebuild into a temp dir and fail (exit 1) if vendor/ differs
+#   tools/vendor.sh --pristine DIR   write the pristine crates (trimmed, no patches) to DIR
 #
 # The pristine .crate files come from cargo's own cache; when they are missing a
 # throwaway manifest is fetched with `cargo fetch`, so only the crates.io registry is used.
@@ -15,7 +16,10 @@ CRATES=("llama-cpp-2 0.1.160" "llama-cpp-sys-2 0.1.161")
 TRIM_SYS=(cann cuda et hip metal musa sycl vulkan webgpu opencl hexagon openvino virtgpu zdnn zendnn)
 
 mode=write
-[ "${1:-}" = "--check" ] && mode=check
+case "${1:-}" in
+  --check) mode=check ;;
+  --pristine) mode=pristine; pristine_dir=${2:?--pristine needs a directory} ;;
+esac
 
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
 find_crate() { ls "$cargo_home"/registry/cache/*/"$1-$2.crate" 2>/dev/null | head -n1; }
@@ -54,6 +58,11 @@ for b in "${TRIM_SYS[@]}"; do
 done
 # A test fixture of llama-cpp-2's own tests (we never run them); no .gguf is committed here.
 rm -f "$out/llama-cpp-2/src/gguf/ggml-vocab-bert-bge.gguf"
+if [ $mode = pristine ]; then
+  mkdir -p "$pristine_dir"
+  cp -a "$out"/. "$pristine_dir"/
+  exit 0
+fi
 for p in "$ROOT"/patches/*.patch; do
   (cd "$out" && patch -s -p1 --no-backup-if-mismatch < "$p") || { echo "vendor.sh: $p does not apply" >&2; exit 1; }
 done
