@@ -6,6 +6,7 @@ use epm_core::plan::BelowMinimum;
 use epm_core::trace::TraceError;
 use epm_engine::EngineError;
 use epm_gguf::GgufError;
+use epm_server::ServeError;
 use epm_synth::SynthError;
 
 /// Success.
@@ -32,6 +33,8 @@ pub fn code(e: &anyhow::Error) -> i32 {
         let bad_input = if let Some(g) = cause.downcast_ref::<GgufError>() {
             Some(g.is_bad_input())
         } else if let Some(s) = cause.downcast_ref::<EngineError>() {
+            Some(s.is_bad_input())
+        } else if let Some(s) = cause.downcast_ref::<ServeError>() {
             Some(s.is_bad_input())
         } else if let Some(s) = cause.downcast_ref::<SynthError>() {
             Some(s.is_bad_input())

@@ -8,20 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-use epm_core::stats::{PagerCounters, RunStats};
+use epm_core::stats::RunStats;
 use epm_core::units::MIB;
 use epm_engine::generate::Request;
 use epm_engine::telemetry::{self, MemorySampler};
-use epm_engine::{
-    Engine, EngineOptions, PagerMode, PagingOptions, Prediction, SamplingParams, SeqCache,
-    SessionOptions,
-};
-use epm_sys::Prefetch;
+use epm_engine::{Engine, EngineOptions, SamplingParams, SeqCache, SessionOptions};
 
 use super::exit::UsageError;
-use super::{budget_bytes, check_output_path, open_index, progress, signals, ShapeArgs};
+use super::paging::{paged_budget, pager_mode, run_stats, stats_path, PagingArgs};
+use super::{check_output_path, open_index, progress, signals, ShapeArgs};
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -59,9 +56,6 @@ pub struct GenerateArgs {
     /// Upstream behaviour including MAP_POPULATE: the baseline.
     #[arg(long)]
     upstream_mmap: bool,
-    /// Experts used within this many recent tokens are never evicted.
-    #[arg(long, default_value_t = 0)]
-    hot_window: u64,
     /// Write the stats JSON here at exit and on SIGUSR2 (default: $EPM_STATS_FILE).
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -72,93 +66,22 @@ pub struct GenerateArgs {
     /// its new tokens.
     #[arg(long)]
     chat: bool,
-    /// Write the routing trace (selected experts per token and layer) here; see README.
-    #[arg(long)]
-    trace_file: Option<PathBuf>,
-    /// How missing experts are read: `willneed` (asynchronous readahead, compute faults the
-    /// pages) or `populate` (MADV_POPULATE_READ on --io-threads threads before the layer runs).
-    #[arg(long, value_enum, default_value_t = PrefetchMode::Willneed)]
-    prefetch: PrefetchMode,
-    /// I/O threads for `--prefetch populate`.
-    #[arg(long, default_value_t = 4)]
-    io_threads: usize,
-    /// Cross-layer prediction (the default where the kernel has cachestat, Linux 6.5): while a
-    /// layer computes, apply the next layer's router to its hidden state and prefetch the
-    /// experts it would pick, in decode steps and (see --prefill-predict-tokens) in prefill.
-    #[arg(long, overrides_with = "no_predict")]
-    predict: bool,
-    /// Cross-layer prediction off: read only the experts routing selected.
-    #[arg(long = "no-predict", overrides_with = "predict")]
-    no_predict: bool,
-    /// Advise predicted experts in from a readahead thread, so the page allocation and read
-    /// submission of a guess leave the compute thread (the default when -t leaves a core
-    /// free).
-    #[arg(long, overrides_with = "no_ahead_thread")]
-    ahead_thread: bool,
-    /// Advise predicted experts in from the hook, on the compute thread.
-    #[arg(long = "no-ahead-thread", overrides_with = "ahead_thread")]
-    no_ahead_thread: bool,
-    /// Predict the next layer's experts in prefill too, from this many tokens of each
-    /// ubatch, spread evenly over a longer one (0: decode steps only).
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(0..=512))]
-    prefill_predict_tokens: u64,
-    /// How many MoE layers ahead to predict in decode (1-8). Deeper predictions start reads
-    /// earlier but are less accurate.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
-    predict_depth: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PrefetchMode {
-    Willneed,
-    Populate,
-}
-
-impl GenerateArgs {
-    fn paging(&self, threads: i32, cores: i32) -> PagingOptions {
-        PagingOptions {
-            prefetch: match self.prefetch {
-                PrefetchMode::Willneed => Prefetch::WillNeed,
-                PrefetchMode::Populate => Prefetch::PopulateRead {
-                    threads: self.io_threads,
-                },
-            },
-            prediction: match (self.predict, self.no_predict) {
-                (true, _) => Prediction::On {
-                    depth: self.predict_depth,
-                },
-                (_, true) => Prediction::Off,
-                _ => Prediction::Default {
-                    depth: self.predict_depth,
-                },
-            },
-            // The readahead thread competes with compute for a core: it only pays where
-            // one is left over.
-            ahead_thread: match (self.ahead_thread, self.no_ahead_thread) {
-                (true, _) => true,
-                (_, true) => false,
-                _ => threads < cores,
-            },
-            prefill_predict_tokens: self.prefill_predict_tokens as usize,
-            hot_window_tokens: self.hot_window,
-            trace_file: self.trace_file.clone(),
-        }
-    }
+    #[command(flatten)]
+    paging: PagingArgs,
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
     let index = open_index(&a.model)?;
     for (flag, path) in [
         ("--dump-logits", &a.dump_logits),
-        ("--trace-file", &a.trace_file),
+        ("--trace-file", &a.paging.trace_file),
         ("--stats-file", &a.stats_file),
     ] {
         if let Some(p) = path {
             check_output_path(flag, p)?;
         }
     }
-    let paged = !a.upstream_mmap && !a.no_pager && index.is_moe();
-    let budget = paged.then(|| budget_bytes(a.ram_budget_mb)).transpose()?;
+    let budget = paged_budget(&index, a.ram_budget_mb, a.no_pager, a.upstream_mmap)?;
     let shape = a.shape.resolve(&index, budget, 1)?;
     let prompt = match (&a.prompt, &a.file) {
         (Some(p), _) => p.clone(),
@@ -169,39 +92,9 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             "give a prompt with -p TEXT or -f FILE (or use --chat)".into()
         )),
     };
-    let mode = if a.upstream_mmap {
-        PagerMode::UpstreamMmap
-    } else if a.no_pager {
-        PagerMode::Off
-    } else if let Some(budget) = budget {
-        epm_core::plan::make_plan(&index, shape, budget, epm_sys::page_size() as u64).check()?;
-        PagerMode::On {
-            budget_bytes: budget,
-        }
-    } else {
-        eprintln!(
-            "notice: {} has no routed experts ({} architecture); running unpaged",
-            a.model.display(),
-            index.arch
-        );
-        PagerMode::Off
-    };
-    let stats = Arc::new(RunStats {
-        pager_enabled: matches!(mode, PagerMode::On { .. }),
-        budget_bytes: budget.filter(|_| paged).unwrap_or(0),
-        model_path: a.model.clone(),
-        model_bytes: index.model_bytes(),
-        expert_bytes: index.expert_bytes,
-        pager: Arc::new(PagerCounters::new(
-            index.layers.iter().map(|l| l.layer),
-            index.n_expert,
-        )),
-        ..Default::default()
-    });
-    let stats_path = a
-        .stats_file
-        .clone()
-        .or_else(|| std::env::var_os("EPM_STATS_FILE").map(PathBuf::from));
+    let mode = pager_mode(&index, &a.model, budget, a.no_pager, a.upstream_mmap, shape)?;
+    let stats = run_stats(&index, &a.model, mode);
+    let stats_path = stats_path(&a.stats_file);
     if let Some(p) = &stats_path {
         signals::write_stats_on_sigusr2(stats.clone(), p.clone())?;
     }
@@ -211,7 +104,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let threads = a.threads.unwrap_or(cores);
     let opts = EngineOptions {
         mode,
-        paging: a.paging(threads, cores),
+        paging: a.paging.options(threads, cores),
     };
     let result = generate(&a, index, opts, &stats, shape, threads, prompt);
     drop(sampler);
@@ -304,10 +197,7 @@ fn chat(
     sampling: SamplingParams,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let template = engine
-        .chat_template()
-        .context("the model has no chat template (tokenizer.chat_template)")?;
-    let mut history: Vec<(String, String)> = Vec::new();
+    let mut history: Vec<serde_json::Value> = Vec::new();
     let stdin = std::io::stdin();
     loop {
         write!(out, "> ")?;
@@ -320,11 +210,11 @@ fn chat(
         if line.is_empty() {
             continue;
         }
-        history.push(("user".into(), line.into()));
-        let prompt = engine.apply_builtin_template(&template, &history, true)?;
+        history.push(serde_json::json!({"role": "user", "content": line}));
+        let prompt = engine.render_chat(None, &history, None, None)?;
         let tokens = engine.tokenize(&prompt, true, true);
         let mut reply = Vec::new();
-        epm_engine::generate::generate(
+        let outcome = epm_engine::generate::generate(
             session,
             0,
             cache,
@@ -340,11 +230,16 @@ fn chat(
                 out.flush()
             },
         )?;
+        tracing::info!(
+            "turn: {} prompt tokens, {} reused from the conversation so far",
+            outcome.prompt_tokens,
+            outcome.reused_tokens
+        );
         writeln!(out)?;
-        history.push((
-            "assistant".into(),
-            String::from_utf8_lossy(&reply).trim().to_string(),
-        ));
+        history.push(serde_json::json!({
+            "role": "assistant",
+            "content": String::from_utf8_lossy(&reply).trim().to_string(),
+        }));
     }
     Ok(())
 }

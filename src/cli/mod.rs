@@ -5,9 +5,11 @@ mod ab;
 mod demo;
 pub mod exit;
 mod generate;
+mod paging;
 mod plan;
 mod probe_io;
 mod progress;
+mod serve;
 mod signals;
 mod synth;
 
@@ -51,6 +53,9 @@ enum Command {
     Ab(ab::AbArgs),
     /// Measure the disk a model lives on: O_DIRECT reads at several sizes and queue depths.
     ProbeIo(probe_io::ProbeIoArgs),
+    /// An OpenAI-compatible server (chat and completions, streaming), paging experts within
+    /// the budget, with prefix reuse and parallel sessions.
+    Serve(serve::ServeArgs),
 }
 
 /// Run settings shared by the commands that size a context.
@@ -146,6 +151,7 @@ pub fn run(args: Vec<OsString>) -> Result<()> {
         Command::Demo(a) => demo::run(a),
         Command::Ab(a) => ab::run(a),
         Command::ProbeIo(a) => probe_io::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }
 

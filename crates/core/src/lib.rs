@@ -6,6 +6,7 @@
 //!   minimum budget and the expert budget.
 //! - [`stats`]: lock-free counters for the hot path and the stats JSON they snapshot into.
 //! - [`predict`]: the router math of cross-layer prediction (gating, groups, top-k).
+//! - [`prefix`]: which part of a sequence's KV cache a new prompt may keep, exactly.
 //! - [`trace`]: the routing-trace file format.
 //! - [`units`]: byte units, written once.
 #![forbid(unsafe_code)]
@@ -13,6 +14,7 @@
 pub mod pager;
 pub mod plan;
 pub mod predict;
+pub mod prefix;
 pub mod stats;
 pub mod trace;
 pub mod units;

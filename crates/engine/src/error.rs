@@ -35,6 +35,10 @@ pub enum EngineError {
     },
     #[error("writing output: {0}")]
     Output(std::io::Error),
+    #[error("the model has no chat template (tokenizer.chat_template): give one with --chat-template-file")]
+    NoChatTemplate,
+    #[error(transparent)]
+    Template(#[from] crate::chat::TemplateError),
 }
 
 impl EngineError {
@@ -45,6 +49,8 @@ impl EngineError {
             EngineError::BudgetTooSmall(_)
                 | EngineError::EmptyPrompt
                 | EngineError::ContextTooSmall { .. }
+                | EngineError::NoChatTemplate
+                | EngineError::Template(_)
         )
     }
 

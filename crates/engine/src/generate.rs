@@ -7,7 +7,8 @@ use std::time::Instant;
 use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
-use crate::session::{Sampler, SamplingParams, SeqCache, Session};
+use crate::session::{Sampler, SamplingParams, Session};
+use crate::SeqCache;
 
 /// What to generate.
 pub struct Request<'a> {

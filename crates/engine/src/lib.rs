@@ -9,6 +9,7 @@
 //! only `unsafe` code is in the hook module (the FFI trampoline, the tensors it reads, and
 //! finding llama.cpp's mappings).
 
+pub mod chat;
 mod engine;
 mod error;
 pub mod generate;
@@ -17,6 +18,7 @@ mod session;
 pub mod telemetry;
 
 pub use engine::{Engine, EngineOptions, PagerMode, SessionOptions};
+pub use epm_core::prefix::SeqCache;
 pub use error::EngineError;
 pub use hook::attach::{PagingOptions, Prediction};
-pub use session::{Prefilled, Sampler, SamplingParams, SeqCache, Session, Step};
+pub use session::{Prefilled, Sampler, SamplingParams, Session, Step};

@@ -9,6 +9,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
 use epm_core::pager::Phase;
+use epm_core::prefix::{self, SeqCache};
 
 use crate::engine::{Engine, SessionOptions};
 use crate::error::EngineError;
@@ -59,12 +60,6 @@ pub struct Step {
     pub seq: i32,
     pub token: i32,
     pub pos: u32,
-}
-
-/// What a sequence's KV cache holds: the tokens evaluated into it, from position 0.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SeqCache {
-    pub tokens: Vec<i32>,
 }
 
 /// How a prompt met a sequence's cache.
@@ -199,11 +194,11 @@ impl<'e> Session<'e> {
             .clear_kv_cache_seq(Some(seq as u32), None, None);
     }
 
-    /// Make sequence `seq` hold `prompt` with its logits ready: keep the longest prefix its
-    /// cache shares with `prompt` (at least the last prompt token is evaluated again, for
-    /// its logits) and evaluate the rest. Where the cache cannot be cut (recurrent
-    /// models), it is kept only when `prompt` extends it, else rebuilt from scratch.
-    /// `cache` is updated to `prompt`.
+    /// Make sequence `seq` hold `prompt` with its logits ready: keep the part of its cache
+    /// that a cold run would compute the same ([`prefix::reusable_prefix`]: whole prefill
+    /// ubatches shared with `prompt`) and evaluate the rest, so the output is the same as
+    /// from a cold cache. Where the cache cannot be cut (recurrent models), it is kept only
+    /// when the kept part is all of it, else rebuilt from scratch. `cache` is updated.
     pub fn prefill_reusing(
         &mut self,
         seq: i32,
@@ -213,25 +208,20 @@ impl<'e> Session<'e> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
-        let common = cache
-            .tokens
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let mut keep = common.min(prompt.len() - 1);
+        let n_ubatch = self.opts.n_ubatch as usize;
+        let mut keep = prefix::reusable_prefix(cache, prompt, n_ubatch, self.opts.n_batch as usize);
         if keep < cache.tokens.len() && !self.truncate(seq, keep as u32) {
             self.clear(seq);
             keep = 0;
         }
-        cache.tokens.clear();
+        *cache = SeqCache::default();
         let logits = self.prefill(seq, &prompt[keep..], keep as u32);
         // On failure the cache holds an unknown part of the prompt: forget it all.
         if logits.is_err() {
             self.clear(seq);
         }
         let logits = logits?;
-        cache.tokens.extend_from_slice(prompt);
+        *cache = prefix::after_prefill(prompt, n_ubatch);
         let stats = self.engine.stats();
         stats.prompt_tokens.add((prompt.len() - keep) as u64);
         stats.reused_prompt_tokens.add(keep as u64);

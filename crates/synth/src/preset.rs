@@ -863,7 +863,7 @@ impl Preset {
             ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
             (
                 "tokenizer.chat_template".into(),
-                Value::String(tokenizer::CHATML_TEMPLATE.into()),
+                Value::String(tokenizer::CHAT_TEMPLATE.into()),
             ),
         ]);
         m

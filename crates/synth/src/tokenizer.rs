@@ -23,7 +23,9 @@ pub const TYPE_NORMAL: i32 = 1;
 pub const TYPE_CONTROL: i32 = 3;
 pub const TYPE_UNUSED: i32 = 5;
 
-pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+/// The chat template every preset carries: Qwen3's ChatML with its system, tool and
+/// tool-call blocks and thinking sections, so servers and `--chat` render the real thing.
+pub const CHAT_TEMPLATE: &str = include_str!("templates/qwen3-chatml.jinja");
 
 #[derive(Debug, Clone)]
 pub struct Tokenizer {

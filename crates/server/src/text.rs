@@ -1,0 +1,169 @@
+//! Turning sampled tokens into the text a client sees: bytes into whole UTF-8 characters
+//! (a token may end inside one), and stop strings found and cut off even when they span
+//! tokens, holding back only what could still become one.
+
+/// Accumulates bytes and hands out the longest prefix that is valid UTF-8; an incomplete
+/// character at the end waits for the next bytes. Invalid bytes become U+FFFD.
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or(""));
+                    match e.error_len() {
+                        // An incomplete character at the end: keep it for later.
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                        Some(bad) => {
+                            out.push('\u{FFFD}');
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// What is left at the end of a generation (an incomplete character), as U+FFFD.
+    pub fn finish(&mut self) -> String {
+        let out = if self.pending.is_empty() {
+            String::new()
+        } else {
+            String::from_utf8_lossy(&self.pending).into_owned()
+        };
+        self.pending.clear();
+        out
+    }
+}
+
+/// Finds the first of several stop strings in a text that arrives in pieces.
+#[derive(Debug, Default)]
+pub struct StopMatcher {
+    stops: Vec<String>,
+    /// Text not yet released: it ends with a prefix of some stop string.
+    held: String,
+    stopped: bool,
+}
+
+impl StopMatcher {
+    pub fn new(stops: Vec<String>) -> StopMatcher {
+        StopMatcher {
+            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            held: String::new(),
+            stopped: false,
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Add `text`; returns what can be released now. Once a stop string appears, the text
+    /// before it is released and everything from it on is dropped.
+    pub fn push(&mut self, text: &str) -> String {
+        if self.stopped {
+            return String::new();
+        }
+        self.held.push_str(text);
+        let first = self
+            .stops
+            .iter()
+            .filter_map(|s| self.held.find(s.as_str()))
+            .min();
+        if let Some(at) = first {
+            self.stopped = true;
+            let out = self.held[..at].to_string();
+            self.held.clear();
+            return out;
+        }
+        // Hold back the longest suffix that is a proper prefix of a stop string.
+        let keep = self
+            .stops
+            .iter()
+            .map(|s| longest_suffix_prefix(&self.held, s))
+            .max()
+            .unwrap_or(0);
+        let cut = self.held.len() - keep;
+        let out = self.held[..cut].to_string();
+        self.held.drain(..cut);
+        out
+    }
+
+    /// The generation ended without a stop string: release what was held.
+    pub fn finish(&mut self) -> String {
+        std::mem::take(&mut self.held)
+    }
+}
+
+/// The length of the longest suffix of `text` that is a proper prefix of `stop`, at a
+/// character boundary.
+fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
+    let max = (stop.len() - 1).min(text.len());
+    (1..=max)
+        .rev()
+        .find(|&n| {
+            let start = text.len() - n;
+            text.is_char_boundary(start) && stop.starts_with(&text[start..])
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_waits_for_the_rest_of_a_character() {
+        let mut u = Utf8Stream::default();
+        let euro = "€".as_bytes(); // 3 bytes
+        assert_eq!(u.push(&[b'a', euro[0]]), "a");
+        assert_eq!(u.push(&euro[1..2]), "");
+        assert_eq!(u.push(&euro[2..]), "€");
+        assert_eq!(u.push(&[0xff, b'b']), "\u{FFFD}b");
+        assert_eq!(u.push(&euro[..1]), "");
+        assert_eq!(u.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn stop_strings_spanning_pieces_are_cut() {
+        let mut m = StopMatcher::new(vec!["</answer>".into(), "STOP".into()]);
+        assert_eq!(m.push("The answer is 42</ans"), "The answer is 42");
+        assert!(!m.stopped());
+        assert_eq!(m.push("wer> and more"), "");
+        assert!(m.stopped());
+        assert_eq!(m.push("ignored"), "");
+    }
+
+    #[test]
+    fn a_false_start_is_released() {
+        let mut m = StopMatcher::new(vec!["STOP".into()]);
+        assert_eq!(m.push("ST"), "");
+        assert_eq!(m.push("ART"), "START");
+        assert_eq!(m.push("S"), "");
+        assert_eq!(m.finish(), "S");
+        // No stop strings: everything passes through.
+        let mut none = StopMatcher::new(vec![]);
+        assert_eq!(none.push("abc"), "abc");
+    }
+
+    #[test]
+    fn the_earliest_stop_wins() {
+        let mut m = StopMatcher::new(vec!["cd".into(), "b".into()]);
+        assert_eq!(m.push("abcd"), "a");
+    }
+}

@@ -1,0 +1,571 @@
+//! `epm-run serve` end to end: a real server on an ephemeral loopback port, driven by a
+//! real HTTP client, stopped by SIGTERM when each test ends.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running server; SIGTERM and a wait on drop (SIGKILL if it does not stop).
+struct Server {
+    child: Option<Child>,
+    base: String,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Server {
+    fn start(model: &Path, extra: &[&str]) -> Server {
+        let ctx: &[&str] = if extra.contains(&"-c") {
+            &[]
+        } else {
+            &["-c", "1024"]
+        };
+        let mut child = Command::new(bin())
+            .args([
+                "serve",
+                "-m",
+                model.to_str().unwrap(),
+                "--port",
+                "0",
+                "-t",
+                "2",
+            ])
+            .args(ctx)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn epm-run serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("listening on ") {
+                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let _ = tx.send(addr);
+                }
+                log2.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
+        let server = Server {
+            child: Some(child),
+            base,
+            stderr: log,
+        };
+        wait_for(
+            "the model to load (/health 200)",
+            Duration::from_secs(120),
+            || ureq::get(&server.url("/health")).call().is_ok(),
+        );
+        server
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Result<Value, (u16, Value, Option<String>)> {
+        match ureq::post(&self.url(path)).send_json(body.clone()) {
+            Ok(r) => Ok(r.into_json().unwrap()),
+            Err(ureq::Error::Status(code, r)) => {
+                let retry = r.header("retry-after").map(String::from);
+                Err((code, r.into_json().unwrap_or(Value::Null), retry))
+            }
+            Err(e) => panic!("transport error: {e}"),
+        }
+    }
+
+    fn chat(&self, body: &Value) -> Value {
+        self.post("/v1/chat/completions", body)
+            .unwrap_or_else(|e| panic!("chat failed: {e:?}"))
+    }
+
+    /// A streaming request's events (the JSON of each `data:` line, `[DONE]` as a string).
+    fn stream(&self, path: &str, body: &Value) -> Vec<Value> {
+        let r = ureq::post(&self.url(path))
+            .send_json(body.clone())
+            .unwrap_or_else(|e| panic!("stream failed: {e}"));
+        assert!(r.content_type().starts_with("text/event-stream"));
+        sse_events(r.into_reader())
+    }
+
+    /// SIGTERM, then the exit status (SIGKILL after 30 s).
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "the server did not stop on SIGTERM: {}",
+                    self.stderr.lock().unwrap()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+    }
+}
+
+fn sse_events(reader: impl Read) -> Vec<Value> {
+    BufReader::new(reader)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.strip_prefix("data: ").map(String::from))
+        .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d)))
+        .collect()
+}
+
+/// The content of a streamed chat (or the text of a streamed completion).
+fn streamed_text(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter_map(|e| e.get("choices")?.get(0).cloned())
+        .filter_map(|c| {
+            c.get("delta")
+                .and_then(|d| d.get("content"))
+                .or_else(|| c.get("text"))
+                .and_then(Value::as_str)
+                .map(String::from)
+        })
+        .collect()
+}
+
+fn content(r: &Value) -> String {
+    r["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn mini(dir: &Path) -> PathBuf {
+    synth(dir, "qwen3-30b-a3b-mini", &[])
+}
+
+/// What `generate` prints for a prompt at temperature 0 (without its final newline).
+fn generate_text(model: &Path, prompt: &str, n: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        prompt,
+        "-n",
+        n,
+        "-c",
+        "1024",
+        "-t",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    let out = ok(&epm(&args));
+    out.strip_suffix('\n').unwrap_or(&out).to_string()
+}
+
+/// The synthetic presets carry Qwen3's ChatML: this is what it renders for a system and a
+/// user message with the generation prompt.
+fn chatml(system: &str, user: &str) -> String {
+    format!("<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+}
+
+fn messages(system: &str, user: &str) -> Value {
+    json!([{"role": "system", "content": system}, {"role": "user", "content": user}])
+}
+
+#[test]
+fn same_output_as_generate_streaming_or_not_paged_or_not() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let budget = (min_budget_mb(&model, &["-c", "1024"]) + 8).to_string();
+    let (system, user) = (
+        "You are a helpful assistant.",
+        "Name three colours of the sea at dawn.",
+    );
+    let want = generate_text(
+        &model,
+        &chatml(system, user),
+        "24",
+        &["--ram-budget-mb", &budget],
+    );
+    let unpaged_gen = generate_text(&model, &chatml(system, user), "24", &["--no-pager"]);
+    assert_eq!(want, unpaged_gen, "generate paged and unpaged differ");
+    let want_completion = generate_text(&model, "Once upon a time", "20", &["--no-pager"]);
+    for flags in [vec!["--ram-budget-mb", budget.as_str()], vec!["--no-pager"]] {
+        let s = Server::start(&model, &flags);
+        let body = json!({"messages": messages(system, user), "max_tokens": 24, "temperature": 0});
+        let r = s.chat(&body);
+        assert_eq!(content(&r), want, "{flags:?} non-streaming");
+        assert_eq!(r["object"], "chat.completion");
+        let u = &r["usage"];
+        assert_eq!(
+            u["completion_tokens"].as_u64().unwrap() + u["prompt_tokens"].as_u64().unwrap(),
+            u["total_tokens"].as_u64().unwrap()
+        );
+        assert!(["stop", "length"].contains(&r["choices"][0]["finish_reason"].as_str().unwrap()));
+        let mut sb = body.clone();
+        sb["stream"] = json!(true);
+        sb["stream_options"] = json!({"include_usage": true});
+        let events = s.stream("/v1/chat/completions", &sb);
+        assert_eq!(streamed_text(&events), want, "{flags:?} streaming");
+        assert_eq!(events.last().unwrap(), "[DONE]");
+        assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
+        let usage = events
+            .iter()
+            .find(|e| e.get("usage").is_some())
+            .expect("a usage chunk");
+        assert_eq!(usage["usage"]["completion_tokens"], u["completion_tokens"]);
+        // Plain completions, both ways.
+        let c = s
+            .post(
+                "/v1/completions",
+                &json!({"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0}),
+            )
+            .unwrap();
+        assert_eq!(c["choices"][0]["text"], want_completion.as_str());
+        let ev = s.stream("/v1/completions", &json!({"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0, "stream": true}));
+        assert_eq!(streamed_text(&ev), want_completion);
+        // The other endpoints.
+        let models: Value = ureq::get(&s.url("/v1/models"))
+            .call()
+            .unwrap()
+            .into_json()
+            .unwrap();
+        assert_eq!(models["data"][0]["id"], "qwen3-30b-a3b-mini");
+        let stats: Snapshot = ureq::get(&s.url("/stats"))
+            .call()
+            .unwrap()
+            .into_json()
+            .unwrap();
+        assert_eq!(stats.pager_enabled, flags[0] != "--no-pager");
+        assert!(stats.tokens.generated > 0);
+        let metrics = ureq::get(&s.url("/metrics"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        for m in [
+            "epm_decode_cache_hit_rate",
+            "epm_read_bytes_total",
+            "epm_rss_bytes",
+            "epm_budget_bytes",
+            "epm_queue_depth",
+            "epm_active_slots",
+            "epm_tokens_per_second",
+        ] {
+            assert!(metrics.contains(m), "/metrics lacks {m}");
+        }
+    }
+}
+
+#[test]
+fn prefix_reuse_changes_nothing_and_is_reported() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    // A system prompt several ubatches (128 tokens) long, as agents send.
+    let system = "You are a careful assistant for a coding agent. Tools: read_file, write_file, \
+                  run_tests, search. Always explain what you will do before you do it, keep \
+                  answers short, and never invent file names. "
+        .repeat(12);
+    let req = |user: &str| json!({"messages": messages(&system, user), "max_tokens": 16, "temperature": 0});
+    let warm = Server::start(&model, &["-c", "2048"]);
+    let first = warm.chat(&req("List the files in src."));
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let second = warm.chat(&req("Now run the tests."));
+    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    let prompt = second["usage"]["prompt_tokens"].as_u64().unwrap();
+    // Whole ubatches of the shared system prompt are kept, the rest evaluated.
+    assert!(
+        cached >= 256 && cached % 128 == 0 && cached < prompt,
+        "cached {cached} of {prompt}"
+    );
+    let stats: Snapshot = ureq::get(&warm.url("/stats"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(stats.tokens.prompt_reused, cached);
+    drop(warm);
+    let cold = Server::start(&model, &["-c", "2048"]);
+    let again = cold.chat(&req("Now run the tests."));
+    assert_eq!(again["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(
+        content(&second),
+        content(&again),
+        "prefix reuse changed the output"
+    );
+    // The same request twice keeps every whole ubatch before its last token.
+    let repeat = cold.chat(&req("Now run the tests."));
+    let kept = repeat["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(kept, (prompt - 1) / 128 * 128);
+    assert_eq!(content(&repeat), content(&again));
+}
+
+/// Concurrent requests each get their own output. Their decode steps share one batch, and
+/// llama.cpp's CPU backend computes a batch of several tokens with other kernels than a
+/// single token (README), so a request decoded next to others may continue differently
+/// from the same request decoded alone: this test checks what must hold whatever the
+/// kernels (no request sees another's tokens; each starts as it does alone; identical
+/// requests stay identical) and reports how many outputs batching changed.
+#[test]
+fn parallel_requests_each_get_their_own_output() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    // Plain completions: this synthetic model continues mostly from the last token, and
+    // every chat prompt ends with the same template text.
+    let users = [
+        "Tell me about rivers",
+        "Count to ten in French",
+        "What is a monad",
+    ];
+    let req = |u: &str| json!({"prompt": u, "max_tokens": 24, "temperature": 0, "stream": true});
+    let s = Server::start(&model, &["--parallel", "3", "-c", "3072"]);
+    let run = |bodies: Vec<Value>| -> Vec<Vec<String>> {
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = bodies
+                .into_iter()
+                .map(|body| {
+                    let s = &s;
+                    sc.spawn(move || {
+                        s.stream("/v1/completions", &body)
+                            .iter()
+                            .filter_map(|e| e["choices"][0]["text"].as_str().map(String::from))
+                            .filter(|t| !t.is_empty())
+                            .collect::<Vec<String>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    };
+    let alone: Vec<Vec<String>> = users.iter().map(|u| run(vec![req(u)]).remove(0)).collect();
+    let together = run(users.iter().map(|u| req(u)).collect());
+    let same = run(vec![req(users[0]); 3]);
+    for i in 0..users.len() {
+        // The first token comes from each request's own prefill: as alone.
+        assert_eq!(
+            together[i].first(),
+            alone[i].first(),
+            "request {i} started differently"
+        );
+    }
+    // Three copies of one request decoded in one batch: three identical outputs.
+    assert_eq!(same[0], same[1]);
+    assert_eq!(same[1], same[2]);
+    let texts: Vec<String> = together.iter().map(|t| t.concat()).collect();
+    assert!(
+        texts[0] != texts[1] && texts[1] != texts[2],
+        "outputs mixed up: {texts:?}"
+    );
+    let changed = (0..users.len())
+        .filter(|&i| together[i] != alone[i])
+        .count();
+    eprintln!(
+        "note: batched decoding changed the output of {changed} of {} requests against decoding each alone (a batch of several tokens runs other matrix kernels on this CPU backend; README, \"Parallel requests\")",
+        users.len()
+    );
+    let metrics = ureq::get(&s.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(metrics.contains("epm_slots 3"), "{metrics}");
+}
+
+#[test]
+fn a_client_that_disconnects_frees_its_slot() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let s = Server::start(&model, &["--queue", "0"]);
+    let body = json!({"messages": messages("Be verbose.", "Write a long story."), "max_tokens": 800, "temperature": 0, "stream": true});
+    {
+        let r = ureq::post(&s.url("/v1/chat/completions"))
+            .send_json(body.clone())
+            .unwrap();
+        let mut lines = BufReader::new(r.into_reader()).lines();
+        // Read until the first content chunk, then hang up.
+        for line in lines.by_ref() {
+            if line.unwrap().contains("content") {
+                break;
+            }
+        }
+    }
+    wait_for(
+        "the cancelled request's slot to be free",
+        Duration::from_secs(30),
+        || {
+            let m = ureq::get(&s.url("/metrics"))
+                .call()
+                .unwrap()
+                .into_string()
+                .unwrap();
+            m.contains("epm_requests_total{outcome=\"cancelled\"} 1")
+                && m.contains("epm_active_slots 0")
+        },
+    );
+    // With no queue, a busy slot would refuse this: it is served.
+    let r = s
+        .chat(&json!({"messages": messages("Be brief.", "Hi"), "max_tokens": 4, "temperature": 0}));
+    assert!(r["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn bad_requests_get_openai_errors_with_the_right_status() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let s = Server::start(
+        &model,
+        &["--api-key", "sekrit", "--queue", "0", "--max-body-mb", "1"],
+    );
+    let call = |body: &str, key: Option<&str>| {
+        let mut r =
+            ureq::post(&s.url("/v1/chat/completions")).set("Content-Type", "application/json");
+        if let Some(k) = key {
+            r = r.set("Authorization", &format!("Bearer {k}"));
+        }
+        match r.send_string(body) {
+            Ok(r) => (r.status(), r.into_json::<Value>().unwrap(), None),
+            Err(ureq::Error::Status(c, r)) => {
+                let retry = r.header("retry-after").map(String::from);
+                (c, r.into_json::<Value>().unwrap(), retry)
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let ok_body = json!({"messages": messages("Be brief.", "Hi"), "max_tokens": 2}).to_string();
+    let check = |(code, body, _): (u16, Value, Option<String>), want: u16, needle: &str| {
+        assert_eq!(code, want, "{body}");
+        let msg = body["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error object: {body}"));
+        assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
+        assert!(body["error"]["type"].is_string());
+    };
+    check(call(&ok_body, None), 401, "missing API key");
+    check(call(&ok_body, Some("wrong")), 401, "wrong API key");
+    assert_eq!(call(&ok_body, Some("sekrit")).0, 200);
+    check(call("{not json", Some("sekrit")), 400, "not valid JSON");
+    check(
+        call(r#"{"messages": [], "max_tokens": 2}"#, Some("sekrit")),
+        400,
+        "empty",
+    );
+    check(
+        call(
+            r#"{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "two"}"#,
+            Some("sekrit"),
+        ),
+        400,
+        "max_tokens",
+    );
+    check(
+        call(
+            r#"{"messages": [{"role": "user", "content": 5}]}"#,
+            Some("sekrit"),
+        ),
+        400,
+        "messages[0].content",
+    );
+    let long = json!({"messages": messages("Be brief.", "Hi"), "max_tokens": 5000}).to_string();
+    check(call(&long, Some("sekrit")), 400, "holds 1024");
+    let huge =
+        json!({"messages": messages("x", &"word ".repeat(300_000)), "max_tokens": 2}).to_string();
+    check(
+        call(&huge, Some("sekrit")),
+        413,
+        "larger than the server accepts",
+    );
+    // Overload: one slot, no queue, a long generation running.
+    let busy = json!({"messages": messages("Be verbose.", "Write a long story."), "max_tokens": 600, "stream": true, "temperature": 0});
+    let r = ureq::post(&s.url("/v1/chat/completions"))
+        .set("Authorization", "Bearer sekrit")
+        .send_json(busy)
+        .unwrap();
+    let mut lines = BufReader::new(r.into_reader()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("content") {
+            break;
+        }
+    }
+    let (code, body, retry) = call(&ok_body, Some("sekrit"));
+    check((code, body, None), 503, "busy");
+    assert!(retry.is_some(), "503 without Retry-After");
+    // /health stays open without a key; the rest needs it.
+    assert!(ureq::get(&s.url("/health")).call().is_ok());
+    assert!(matches!(
+        ureq::get(&s.url("/v1/models")).call(),
+        Err(ureq::Error::Status(401, _))
+    ));
+    drop(lines);
+}
+
+#[test]
+fn sigterm_during_a_stream_ends_it_and_exits_cleanly() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let stats_path = dir.path().join("serve-stats.json");
+    let mut s = Server::start(&model, &["--stats-file", stats_path.to_str().unwrap()]);
+    let body = json!({"messages": messages("Be verbose.", "Write a long story."), "max_tokens": 900, "stream": true, "temperature": 0});
+    let r = ureq::post(&s.url("/v1/chat/completions"))
+        .send_json(body)
+        .unwrap();
+    let mut reader = BufReader::new(r.into_reader());
+    let mut line = String::new();
+    while !line.contains("content") {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+    }
+    let pid = s.pid();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let rest = sse_events(reader);
+    assert_eq!(rest.last().unwrap(), "[DONE]", "{rest:?}");
+    let last_json = rest.iter().rev().find(|e| e.is_object()).unwrap();
+    assert!(
+        last_json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shutting down"),
+        "{last_json}"
+    );
+    let status = s.stop();
+    assert!(status.success(), "exit status {status}");
+    let st = stats(&stats_path);
+    assert!(st.complete && st.tokens.generated > 0);
+}
