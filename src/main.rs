@@ -6,6 +6,7 @@
 mod cli;
 
 fn main() {
+    epm_sys::default_sigpipe();
     let code = match cli::run(cli::normalize_args(std::env::args_os())) {
         Ok(()) => cli::exit::OK,
         Err(e) => {

@@ -11,6 +11,7 @@ mod probe_io;
 mod progress;
 mod serve;
 mod signals;
+mod sim;
 mod synth;
 
 use std::ffi::OsString;
@@ -56,6 +57,8 @@ enum Command {
     /// An OpenAI-compatible server (chat and completions, streaming), paging experts within
     /// the budget, with prefix reuse and parallel sessions.
     Serve(serve::ServeArgs),
+    /// Replay routing traces through expert-cache policies (Belady's optimum included).
+    Sim(sim::SimArgs),
 }
 
 /// Run settings shared by the commands that size a context.
@@ -152,6 +155,7 @@ pub fn run(args: Vec<OsString>) -> Result<()> {
         Command::Ab(a) => ab::run(a),
         Command::ProbeIo(a) => probe_io::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Sim(a) => sim::run(a),
     }
 }
 

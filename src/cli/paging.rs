@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
+use epm_core::pager::CachePolicy;
 use epm_core::plan::{make_plan, RunShape};
 use epm_core::stats::{PagerCounters, RunStats};
 use epm_engine::{PagerMode, PagingOptions, Prediction};
@@ -52,9 +53,19 @@ pub struct PagingArgs {
     /// earlier but are less accurate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     predict_depth: u32,
+    /// What the pager evicts first: `lfu-decay` (least frequently used, each selection's
+    /// weight halving in 69 tokens) or `lru` (least recently used).
+    #[arg(long, value_enum, default_value_t = CachePolicyArg::LfuDecay)]
+    cache_policy: CachePolicyArg,
     /// Write the routing trace (selected experts per token and layer) here; see README.
     #[arg(long)]
     pub trace_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CachePolicyArg {
+    LfuDecay,
+    Lru,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -91,6 +102,10 @@ impl PagingArgs {
             },
             prefill_predict_tokens: self.prefill_predict_tokens as usize,
             hot_window_tokens: self.hot_window,
+            cache_policy: match self.cache_policy {
+                CachePolicyArg::LfuDecay => CachePolicy::DEFAULT,
+                CachePolicyArg::Lru => CachePolicy::Lru,
+            },
             trace_file: self.trace_file.clone(),
         }
     }

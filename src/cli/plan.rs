@@ -19,6 +19,9 @@ pub struct PlanArgs {
     ram_budget_mb: Option<u64>,
     #[command(flatten)]
     shape: ShapeArgs,
+    /// Sequences served at once (`serve --parallel`): one recurrent state each.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    parallel: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -27,7 +30,7 @@ pub struct PlanArgs {
 pub fn run(a: PlanArgs) -> Result<()> {
     let index = open_index(&a.model)?;
     let budget = budget_bytes(a.ram_budget_mb)?;
-    let shape = a.shape.resolve(&index, Some(budget), 1)?;
+    let shape = a.shape.resolve(&index, Some(budget), a.parallel)?;
     let p = make_plan(&index, shape, budget, epm_sys::page_size() as u64);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);

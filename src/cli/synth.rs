@@ -27,6 +27,13 @@ pub struct SynthArgs {
     /// Zipf-like exponent of expert popularity: 0 routes uniformly, higher is more skewed.
     #[arg(long, default_value_t = 0.0)]
     routing_skew: f64,
+    /// Temporal locality of routing, 0 to 0.85: the weight of a topic direction that drifts
+    /// slowly along generated text, so consecutive tokens share experts (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    routing_locality: f64,
+    /// Generated tokens over which the topic drifts from one anchor to the next.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    topic_span: u32,
     /// Split into shards of at most this size (e.g. 500M, 8G), named -0000k-of-0000N.gguf.
     #[arg(long, value_parser = parse_size)]
     split_max_size: Option<u64>,
@@ -67,6 +74,12 @@ fn preset(a: &SynthArgs) -> Result<Preset, SynthError> {
         return Err(SynthError::BadSkew(a.routing_skew));
     }
     preset.routing_skew = a.routing_skew;
+    // The skew's shared direction takes 0.25 of each embedding's variance.
+    if !(0.0..=0.85).contains(&a.routing_locality) {
+        return Err(SynthError::BadLocality(a.routing_locality));
+    }
+    preset.routing_locality = a.routing_locality;
+    preset.topic_span = a.topic_span;
     Ok(preset)
 }
 

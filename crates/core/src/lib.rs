@@ -7,6 +7,7 @@
 //! - [`stats`]: lock-free counters for the hot path and the stats JSON they snapshot into.
 //! - [`predict`]: the router math of cross-layer prediction (gating, groups, top-k).
 //! - [`prefix`]: which part of a sequence's KV cache a new prompt may keep, exactly.
+//! - [`sim`]: offline replay of routing traces through cache policies, Belady's bound included.
 //! - [`trace`]: the routing-trace file format.
 //! - [`units`]: byte units, written once.
 #![forbid(unsafe_code)]
@@ -15,6 +16,7 @@ pub mod pager;
 pub mod plan;
 pub mod predict;
 pub mod prefix;
+pub mod sim;
 pub mod stats;
 pub mod trace;
 pub mod units;

@@ -27,6 +27,8 @@ pub enum SynthError {
     BadShape(String),
     #[error("--routing-skew {0} is out of range: use a value from 0 (uniform) to 8")]
     BadSkew(f64),
+    #[error("--routing-locality {0} is out of range: use a value from 0 (none) to 0.85")]
+    BadLocality(f64),
     #[error("{dir} has {available} bytes free but the model needs {needed}: free space, write elsewhere, or shrink it with --layers / --experts")]
     NoSpace {
         dir: PathBuf,
@@ -42,7 +44,10 @@ impl SynthError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            SynthError::UnknownPreset { .. } | SynthError::BadShape(_) | SynthError::BadSkew(_)
+            SynthError::UnknownPreset { .. }
+                | SynthError::BadShape(_)
+                | SynthError::BadSkew(_)
+                | SynthError::BadLocality(_)
         )
     }
 }
@@ -54,6 +59,8 @@ struct Weights<'a> {
     seed: u64,
     /// `prev_of[v]`: the token that precedes `v` on the long cycle (normal tokens only).
     prev_of: Vec<Option<u32>>,
+    /// `cycle_pos[v]`: where token `v` sits on the long cycle (normal tokens only).
+    cycle_pos: Vec<Option<u32>>,
     /// A direction every embedding shares when routing is skewed (empty otherwise).
     common: Vec<f32>,
 }
@@ -71,19 +78,50 @@ fn quantize_row(ty: GgmlType, row: &[f32], out: &mut Vec<u8>) {
 }
 
 impl Weights<'_> {
+    /// The topic anchor `k`: a random direction with unit spread.
+    fn topic_anchor(&self, k: u64) -> Vec<f32> {
+        let mut rng = Rng::new(name_seed(self.seed, "topic") ^ (k << 24));
+        (0..self.preset.n_embd).map(|_| rng.uniform(1.0)).collect()
+    }
+
+    /// The topic at cycle position `pos`: between anchor `pos / span` and the next, moved
+    /// along linearly and rescaled to unit spread. Generation walks the cycle, so the topic
+    /// of consecutive generated tokens drifts slowly.
+    fn topic(&self, pos: u32) -> Vec<f32> {
+        let span = self.preset.topic_span.max(1);
+        let (k, f) = (u64::from(pos / span), (pos % span) as f32 / span as f32);
+        let (a, b) = (self.topic_anchor(k), self.topic_anchor(k + 1));
+        let norm = ((1.0 - f) * (1.0 - f) + f * f).sqrt();
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| ((1.0 - f) * x + f * y) / norm)
+            .collect()
+    }
+
     /// Token `t`'s embedding: random with unit spread, plus (when routing is skewed) the
-    /// shared direction, which lets the router add a per-expert bias.
+    /// shared direction, which lets the router add a per-expert bias, and (with routing
+    /// locality) the topic of its place on the cycle, which routers see as a bias towards
+    /// the experts that topic favours, shared by the tokens around it.
     fn embedding_row(&self, token: u32) -> Vec<f32> {
         let mut rng = Rng::new(name_seed(self.seed, "token_embd") ^ (u64::from(token) << 20));
-        let z = (0..self.preset.n_embd).map(|_| rng.uniform(1.0));
-        if self.common.is_empty() {
-            return z.collect();
+        let z: Vec<f32> = (0..self.preset.n_embd).map(|_| rng.uniform(1.0)).collect();
+        let c = if self.common.is_empty() { 0.0 } else { COMMON };
+        let pos = self.cycle_pos.get(token as usize).copied().flatten();
+        let t = match pos {
+            Some(_) => self.preset.routing_locality as f32,
+            None => 0.0,
+        };
+        if c == 0.0 && t == 0.0 {
+            return z;
         }
-        let b = (1.0 - COMMON * COMMON).sqrt();
-        self.common
-            .iter()
-            .zip(z)
-            .map(|(u, z)| COMMON * u + b * z)
+        let b = (1.0 - c * c - t * t).max(0.0).sqrt();
+        let topic = pos.filter(|_| t > 0.0).map(|p| self.topic(p));
+        (0..z.len())
+            .map(|i| {
+                b * z[i]
+                    + c * self.common.get(i).copied().unwrap_or(0.0)
+                    + t * topic.as_ref().map_or(0.0, |v| v[i])
+            })
             .collect()
     }
 
@@ -232,20 +270,27 @@ fn tensor_kind(name: &str) -> &str {
     }
 }
 
-/// The cycle the output head walks: `prev_of[v]` is the token before `v` on one long cycle
-/// through the normal tokens, in a seeded random order.
-fn long_cycle(tok: &tokenizer::Tokenizer, n_vocab: usize, seed: u64) -> Vec<Option<u32>> {
+/// The cycle the output head walks through the normal tokens, in a seeded random order:
+/// `prev_of[v]` is the token before `v` on it, `pos[v]` the place of `v`.
+struct Cycle {
+    prev_of: Vec<Option<u32>>,
+    pos: Vec<Option<u32>>,
+}
+
+fn long_cycle(tok: &tokenizer::Tokenizer, n_vocab: usize, seed: u64) -> Cycle {
     let mut order = tok.normal_ids.clone();
     let mut rng = Rng::new(seed ^ 0xC7C1E);
     for i in (1..order.len()).rev() {
         order.swap(i, rng.below(i as u64 + 1) as usize);
     }
     let mut prev_of = vec![None; n_vocab];
+    let mut pos = vec![None; n_vocab];
     for i in 0..order.len() {
         let next = order[(i + 1) % order.len()];
         prev_of[next as usize] = Some(order[i]);
+        pos[order[i] as usize] = Some(i as u32);
     }
-    prev_of
+    Cycle { prev_of, pos }
 }
 
 /// The files a synthetic model is written as: each path with its header (metadata and tensor
@@ -363,10 +408,12 @@ pub fn write_model(
     } else {
         Vec::new()
     };
+    let cycle = long_cycle(&tok, preset.n_vocab, seed);
     let weights = Weights {
         preset,
         seed,
-        prev_of: long_cycle(&tok, preset.n_vocab, seed),
+        prev_of: cycle.prev_of,
+        cycle_pos: cycle.pos,
         common,
     };
     let mut before = 0;

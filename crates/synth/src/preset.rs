@@ -80,6 +80,11 @@ pub struct Preset {
     pub gating_func: Option<GatingFunc>,
     /// Zipf-like exponent of expert popularity (0: no bias); see `Weights::router_rows`.
     pub routing_skew: f64,
+    /// Temporal locality of routing (0: none): the weight of a slowly drifting topic
+    /// direction in every embedding; see `Weights::embedding_row`.
+    pub routing_locality: f64,
+    /// Tokens of generated text over which the topic drifts from one anchor to the next.
+    pub topic_span: u32,
     /// Files the model is written as by default (1, or 2 for presets shipped in shards).
     pub shards: u32,
 }
@@ -173,6 +178,8 @@ impl Preset {
             qk_norm: true,
             gating_func: None,
             routing_skew: 0.0,
+            routing_locality: 0.0,
+            topic_span: 32,
             shards: 1,
         };
         let qwen3_30b = Preset {

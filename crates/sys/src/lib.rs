@@ -50,6 +50,17 @@ pub enum OsError {
     },
 }
 
+/// Let a closed pipe end the process quietly, as it does other Unix tools (`epm-run sim |
+/// head`): Rust ignores SIGPIPE, so a write to a closed pipe would be an error (and
+/// `println!` a panic).
+pub fn default_sigpipe() {
+    // SAFETY: resetting a signal's disposition to SIG_DFL has no memory-safety
+    // preconditions; it is done once, at start-up, before other threads exist.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// The system page size.
 pub fn page_size() -> usize {
     nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)

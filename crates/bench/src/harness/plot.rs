@@ -6,26 +6,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::{AbReport, RunConfig};
-
-const FONT_PATHS: [&str; 3] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-];
-
-fn register_font() -> Result<(), String> {
-    static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    DONE.get_or_init(|| {
-        let bytes = FONT_PATHS
-            .iter()
-            .find_map(|p| std::fs::read(p).ok())
-            .ok_or("no TrueType font found for the plot's text: install fonts-dejavu-core")?;
-        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-            .map_err(|_| "the DejaVu font could not be parsed".to_string())
-    })
-    .clone()
-}
+use crate::plot::register_font;
 
 fn median_of(report: &AbReport, budget: u64, config: RunConfig) -> Option<f64> {
     report

@@ -6,8 +6,12 @@ use std::sync::Arc;
 
 use crate::stats::{PagerCounters, PhaseCounters};
 
+mod order;
 #[cfg(test)]
 mod tests;
+
+pub use order::CachePolicy;
+use order::Order;
 
 /// A byte range of one model file (shard `file`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,6 +86,8 @@ pub struct PagerConfig {
     pub hot_window_tokens: u64,
     /// Page size used to cost an expert (its ranges rounded outward to pages).
     pub page_size: u64,
+    /// What goes first when room is needed.
+    pub policy: CachePolicy,
 }
 
 const NIL: u32 = u32::MAX;
@@ -97,13 +103,12 @@ pub fn expert_span_bound(len: u64, page: u64) -> u64 {
     len.next_multiple_of(page) + page
 }
 
-/// Residency table and LRU over every (layer, expert) slot.
+/// Residency table and eviction order over every (layer, expert) slot.
 ///
 /// Invariants:
 /// 1. `resident[s]` is true iff slot `s` was advised in and not evicted since.
 /// 2. `resident_bytes == Σ cost[s]` over resident slots.
-/// 3. The LRU list (`head`, `tail`, `prev`, `next`) links exactly the resident slots, most
-///    recently used at `head`; so recency decreases monotonically from head to tail.
+/// 3. `order` orders exactly the resident slots (its own invariants, `order::Order`).
 /// 4. `pin_epoch[s] == epoch` iff slot `s` was selected by the latest `route` call: those
 ///    experts are about to be computed and are never evicted.
 /// 5. `pinned` holds exactly the slots of invariant 4; its capacity is fixed at construction,
@@ -121,10 +126,7 @@ pub struct Pager<A: Advisor> {
     resident: Vec<bool>,
     last_used: Vec<u64>,
     pin_epoch: Vec<u64>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    head: u32,
-    tail: u32,
+    order: Order,
     pinned: Vec<u32>,
     /// 7. `speculative[s]` implies `resident[s]`: advised in on a prediction, not yet selected.
     speculative: Vec<bool>,
@@ -180,10 +182,7 @@ impl<A: Advisor> Pager<A> {
             predicted: vec![false; n_slots],
             last_used: vec![0; n_slots],
             pin_epoch: vec![0; n_slots],
-            prev: vec![NIL; n_slots],
-            next: vec![NIL; n_slots],
-            head: NIL,
-            tail: NIL,
+            order: Order::new(config.policy, n_slots),
             pinned: Vec::with_capacity(n_expert as usize),
             epoch: 0,
             phase: Phase::Prompt,
@@ -221,52 +220,6 @@ impl<A: Advisor> Pager<A> {
             .then(|| pos as usize * self.n_expert as usize + expert as usize)
     }
 
-    fn unlink(&mut self, s: usize) {
-        let (p, n) = (self.prev[s], self.next[s]);
-        if p == NIL {
-            self.head = n;
-        } else {
-            self.next[p as usize] = n;
-        }
-        if n == NIL {
-            self.tail = p;
-        } else {
-            self.prev[n as usize] = p;
-        }
-        self.prev[s] = NIL;
-        self.next[s] = NIL;
-    }
-
-    fn push_head(&mut self, s: usize) {
-        self.prev[s] = NIL;
-        self.next[s] = self.head;
-        if self.head != NIL {
-            self.prev[self.head as usize] = s as u32;
-        }
-        self.head = s as u32;
-        if self.tail == NIL {
-            self.tail = s as u32;
-        }
-    }
-
-    fn push_tail(&mut self, s: usize) {
-        self.next[s] = NIL;
-        self.prev[s] = self.tail;
-        if self.tail != NIL {
-            self.next[self.tail as usize] = s as u32;
-        }
-        self.tail = s as u32;
-        if self.head == NIL {
-            self.head = s as u32;
-        }
-    }
-
-    fn protected(&self, s: usize) -> bool {
-        self.pin_epoch[s] == self.epoch
-            || (self.config.hot_window_tokens > 0
-                && self.clock.saturating_sub(self.last_used[s]) < self.config.hot_window_tokens)
-    }
-
     /// The range to drop for expert `e` of one slice: the expert's own bytes, widened to
     /// the page boundary on a side whose neighbouring expert is not resident. Pages shared
     /// with a resident neighbour (or another tensor) are kept.
@@ -298,7 +251,7 @@ impl<A: Advisor> Pager<A> {
             let r = self.eviction_range(layer_base, &sl, (s % n) as u64);
             dropped += self.advisor.evict(r);
         }
-        self.unlink(s);
+        self.order.remove(s);
         self.resident[s] = false;
         self.resident_bytes -= self.cost[s];
         self.counters.layers[s / n].evictions.inc();
@@ -307,18 +260,30 @@ impl<A: Advisor> Pager<A> {
         self.counters.resident_bytes.set(self.resident_bytes);
     }
 
-    /// Evict unprotected slots, least recently used first, until `resident_bytes + need <= target`.
+    /// Evict unprotected slots in the policy's order until `resident_bytes + need <= target`.
     /// Returns whether the target was reached.
     fn make_room(&mut self, need: u64, target: u64) -> bool {
+        let mut reached = true;
         while self.resident_bytes + need > target {
-            let s = self.tail;
-            if s == NIL || self.protected(s as usize) {
-                // Invariant 3: everything nearer the head is more recent, so also protected.
-                return false;
+            let (epoch, clock, window) = (self.epoch, self.clock, self.config.hot_window_tokens);
+            let (pin_epoch, last_used, guess) =
+                (&self.pin_epoch, &self.last_used, &self.speculative);
+            // Pinned and hot-window experts, and guesses their routing has not settled yet.
+            let protected = |s: usize| {
+                pin_epoch[s] == epoch
+                    || guess[s]
+                    || (window > 0 && clock.saturating_sub(last_used[s]) < window)
+            };
+            match self.order.coldest(protected) {
+                Some(s) => self.evict_slot(s),
+                None => {
+                    reached = false;
+                    break;
+                }
             }
-            self.evict_slot(s as usize);
         }
-        true
+        self.order.restore();
+        reached
     }
 
     fn phase_counters(&self) -> &PhaseCounters {
@@ -381,8 +346,7 @@ impl<A: Advisor> Pager<A> {
                 } else {
                     cache_hits += 1;
                 }
-                self.unlink(s);
-                self.push_head(s);
+                self.order.touch(s, self.clock);
             } else {
                 misses += 1;
                 need += self.cost[s];
@@ -414,7 +378,7 @@ impl<A: Advisor> Pager<A> {
             }
             self.resident[s] = true;
             self.resident_bytes += self.cost[s];
-            self.push_head(s);
+            self.order.insert_selected(s, self.clock);
         }
         let c = self.phase_counters();
         c.routings.inc();
@@ -470,8 +434,7 @@ impl<A: Advisor> Pager<A> {
                     useful_bytes += self.cost[s];
                 } else {
                     wasted_bytes += self.cost[s];
-                    self.unlink(s);
-                    self.push_tail(s);
+                    self.order.demote(s);
                 }
             }
         }
@@ -525,7 +488,7 @@ impl<A: Advisor> Pager<A> {
             self.resident[s] = true;
             self.speculative[s] = true;
             self.resident_bytes += self.cost[s];
-            self.push_head(s);
+            self.order.insert_guess(s);
             let c = self.phase_counters();
             c.prefetch_issued.inc();
             c.prefetch_issued_bytes.add(self.cost[s]);
@@ -578,23 +541,8 @@ impl<A: Advisor> Pager<A> {
             .map(|s| self.cost[s])
             .sum();
         assert_eq!(sum, self.resident_bytes, "invariant 2: resident_bytes");
-        // 3: the list links exactly the resident slots, and prev/next agree.
-        let mut seen = vec![false; n_slots];
-        let (mut s, mut prev, mut count) = (self.head, NIL, 0usize);
-        while s != NIL {
-            let i = s as usize;
-            assert!(!seen[i], "invariant 3: slot {i} linked twice");
-            seen[i] = true;
-            assert_eq!(self.prev[i], prev, "invariant 3: prev of slot {i}");
-            prev = s;
-            s = self.next[i];
-            count += 1;
-        }
-        assert_eq!(self.tail, prev, "invariant 3: tail");
-        for (i, (&linked, &resident)) in seen.iter().zip(&self.resident).enumerate() {
-            assert_eq!(linked, resident, "invariants 1/3: slot {i}");
-        }
-        assert_eq!(count, self.resident.iter().filter(|&&r| r).count());
+        // 3.
+        self.order.check(&self.resident);
         // 4 and 5: `pinned` holds exactly this epoch's pins, without duplicates.
         let pinned_now = (0..n_slots)
             .filter(|&s| self.pin_epoch[s] == self.epoch && self.epoch > 0)

@@ -24,6 +24,15 @@ const EXPERT: u64 = 2 * PAGE;
 const N_EXPERT: u32 = 16;
 
 fn pager(budget_experts: u64, window: u64, n_layers: u32) -> Pager<Recorder> {
+    pager_with(CachePolicy::Lru, budget_experts, window, n_layers)
+}
+
+fn pager_with(
+    policy: CachePolicy,
+    budget_experts: u64,
+    window: u64,
+    n_layers: u32,
+) -> Pager<Recorder> {
     let layers = (0..n_layers)
         .map(|l| LayerSpec {
             layer: l,
@@ -40,6 +49,7 @@ fn pager(budget_experts: u64, window: u64, n_layers: u32) -> Pager<Recorder> {
             expert_budget_bytes: budget_experts * EXPERT,
             hot_window_tokens: window,
             page_size: PAGE,
+            policy,
         },
         N_EXPERT,
         layers,
@@ -63,6 +73,7 @@ fn one_layer(offset: u64, bytes_per_expert: u64) -> Pager<Recorder> {
             expert_budget_bytes: 1 << 20,
             hot_window_tokens: 0,
             page_size: PAGE,
+            policy: CachePolicy::Lru,
         },
         4,
         layers,
@@ -260,6 +271,7 @@ fn misses_are_advised_tensor_by_tensor_in_expert_order_then_flushed() {
             expert_budget_bytes: 1 << 20,
             hot_window_tokens: 0,
             page_size: PAGE,
+            policy: CachePolicy::Lru,
         },
         8,
         layers,
@@ -385,5 +397,87 @@ fn the_span_bound_covers_every_offset() {
             );
             assert_eq!(span % PAGE, 0);
         }
+    }
+}
+
+const POLICIES: [CachePolicy; 3] = [
+    CachePolicy::Lru,
+    CachePolicy::DEFAULT,
+    CachePolicy::LfuDecay { decay: 1.0 },
+];
+
+#[test]
+fn lfu_decay_keeps_a_popular_expert_that_lru_would_drop() {
+    // Expert 0 is selected every other token; experts 1, 2, 3... come once each. With room
+    // for 2, LRU drops 0 whenever two newcomers arrive in a row; LFU-decay keeps it.
+    let run = |policy| {
+        let mut p = pager_with(policy, 2, 0, 1);
+        for t in 0..40u32 {
+            let e = if t % 3 == 0 { 0 } else { 1 + (t % 15) as i32 };
+            p.route(0, Phase::Decode, 1, [e].into_iter());
+        }
+        p.counters.decode.cache_hits.get()
+    };
+    let (lru, lfu) = (run(CachePolicy::Lru), run(CachePolicy::DEFAULT));
+    assert_eq!(lru, 0, "LRU keeps nothing of this string");
+    assert!(lfu >= 12, "LFU-decay kept expert 0: {lfu} hits");
+}
+
+#[test]
+fn every_policy_keeps_the_pager_invariants_on_a_random_workload() {
+    // Routings, guesses and shrinks in a random order; `check_invariants` runs after each
+    // operation (test builds), and the budget holds unless pinned experts exceed it.
+    for policy in POLICIES {
+        let mut p = pager_with(policy, 6, 0, 3);
+        let mut x = 0x2545F4914F6CDD1Du64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..3000u64 {
+            let layer = (step % 3) as u32;
+            let k = 1 + next(4) as usize;
+            let sel: Vec<i32> = (0..k).map(|_| next(u64::from(N_EXPERT)) as i32).collect();
+            p.route(layer, Phase::Decode, 1, sel.iter().copied());
+            for &e in &sel {
+                assert!(
+                    p.is_resident(layer, e as u32),
+                    "{policy:?}: selected expert not resident"
+                );
+            }
+            if next(2) == 0 {
+                let guess: Vec<i32> = (0..3).map(|_| next(u64::from(N_EXPERT)) as i32).collect();
+                p.speculate((layer + 1) % 3, guess.into_iter());
+            }
+            if next(50) == 0 {
+                p.shrink_to(2 * EXPERT);
+            }
+            let distinct = sel.iter().collect::<std::collections::HashSet<_>>().len() as u64;
+            assert!(
+                p.resident_bytes() <= 6 * EXPERT || distinct * EXPERT > 6 * EXPERT - 3 * EXPERT,
+                "{policy:?}: over budget without a reason"
+            );
+        }
+        assert!(p.counters.decode.cache_hits.get() > 0, "{policy:?}");
+    }
+}
+
+#[test]
+fn guesses_of_one_step_never_evict_each_other_in_any_policy() {
+    for policy in POLICIES {
+        let mut p = pager_with(policy, 3, 0, 2);
+        p.route(0, Phase::Decode, 1, [0].into_iter());
+        p.speculate(1, [1, 2, 3].into_iter());
+        assert!(
+            p.is_resident(1, 1) && p.is_resident(1, 2) && !p.is_resident(1, 3),
+            "{policy:?}"
+        );
+        assert!(p.advisor().evicted.is_empty(), "{policy:?}");
+        // Settled by its routing, the wrong guess goes first.
+        p.route(1, Phase::Decode, 1, [1].into_iter());
+        p.route(0, Phase::Decode, 1, [4, 5].into_iter());
+        assert!(!p.is_resident(1, 2), "{policy:?}: the wrong guess stayed");
     }
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use epm_core::pager::{ExpertSlice, LayerSpec, Pager, PagerConfig};
+use epm_core::pager::{CachePolicy, ExpertSlice, LayerSpec, Pager, PagerConfig};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
 use epm_gguf::ModelIndex;
@@ -41,6 +41,8 @@ pub struct PagingOptions {
     pub prefill_predict_tokens: usize,
     /// Experts used within this many recent tokens are never evicted.
     pub hot_window_tokens: u64,
+    /// What the pager evicts first.
+    pub cache_policy: CachePolicy,
     /// Write the routing trace here.
     pub trace_file: Option<PathBuf>,
 }
@@ -53,6 +55,7 @@ impl Default for PagingOptions {
             ahead_thread: false,
             prefill_predict_tokens: 512,
             hot_window_tokens: 0,
+            cache_policy: CachePolicy::DEFAULT,
             trace_file: None,
         }
     }
@@ -169,6 +172,7 @@ pub(crate) fn attach(
             expert_budget_bytes: budgets.expert,
             hot_window_tokens: opts.hot_window_tokens,
             page_size: page_size() as u64,
+            policy: opts.cache_policy,
         },
         index.n_expert,
         layers,

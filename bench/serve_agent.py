@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""An agent-style session against `epm-run serve` on a full-size model: a fixed system
+prompt of about --system-tokens tokens and --requests short turns, one after another, as a
+coding agent sends them. Records each request's time to first token (streaming), prompt
+and cached tokens, and decode speed; the later requests should skip the shared prefill.
+
+    python3 bench/serve_agent.py -m qwen3-30b-a3b.gguf --budget-mb 4096 [--requests 20]
+        [--system-tokens 2000] [--out validate/serve-agent-qwen3-30b-a3b-4g.json]
+"""
+import argparse, http.client, json, os, platform, re, signal, statistics, subprocess, sys, time
+
+WORDS = ("the repository holds a Rust workspace with crates for parsing, planning, paging and serving; "
+         "tests run with cargo; tools live under tools and benchmarks under bench; "
+         "always read a file before you change it, run the tests after every change, "
+         "and report what you did in one short paragraph. ").split()
+TURNS = ["List the crates.", "Open the pager.", "Run the tests.", "Fix the failing test.",
+         "Explain the change.", "Add a unit test.", "Run clippy.", "Summarize the diff.",
+         "Check the README.", "Update STATUS.", "Format the code.", "Commit the work."]
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
+
+
+def system_prompt(tokens):
+    """A system prompt of about `tokens` tokens (about 1.35 tokens a word with the synthetic
+    tokenizer; the server reports the exact count in `usage`)."""
+    words = []
+    while len(words) < int(tokens / 1.35):
+        words.extend(WORDS)
+    return "You are a coding agent. " + " ".join(words[: int(tokens / 1.35)])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/release/epm-run")
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--budget-mb", type=int, required=True)
+    ap.add_argument("--requests", type=int, default=20)
+    ap.add_argument("--system-tokens", type=int, default=2000)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("-c", "--ctx", type=int, default=4096)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    # A cold start, as after a reboot.
+    fd = os.open(a.model, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--ram-budget-mb", str(a.budget_mb)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    port = None
+    t_start = time.time()
+    while port is None:
+        line = proc.stderr.readline()
+        if not line:
+            raise SystemExit("the server exited before listening")
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+    while True:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            pass
+        time.sleep(0.2)
+    load_s = time.time() - t_start
+    system = system_prompt(a.system_tokens)
+    history = [{"role": "system", "content": system}]
+    rows = []
+    for i in range(a.requests):
+        # Each turn starts from the fixed system prompt: the agent's tools and rules.
+        messages = history + [{"role": "user", "content": TURNS[i % len(TURNS)]}]
+        body = json.dumps({"messages": messages, "max_tokens": a.max_tokens, "temperature": 0,
+                           "stream": True, "stream_options": {"include_usage": True}})
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+        t0 = time.time()
+        conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        ttft, usage, chunks, t_last = None, None, 0, None
+        for raw in resp:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            ev = json.loads(line[6:])
+            if ev.get("choices") and ev["choices"][0]["delta"].get("content"):
+                chunks += 1
+                t_last = time.time()
+                if ttft is None:
+                    ttft = t_last - t0
+            if ev.get("usage"):
+                usage = ev["usage"]
+        conn.close()
+        total = time.time() - t0
+        decode = (usage["completion_tokens"] - 1) / (t_last - t0 - ttft) if usage and chunks > 1 and t_last - t0 > ttft else None
+        rows.append({"request": i, "ttft_s": ttft, "total_s": total, "prompt_tokens": usage["prompt_tokens"],
+                     "cached_tokens": usage["prompt_tokens_details"]["cached_tokens"],
+                     "completion_tokens": usage["completion_tokens"], "decode_tok_s": decode})
+        print(rows[-1], flush=True)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/stats")
+    stats = json.loads(c.getresponse().read())
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=120)
+    first = rows[0]["ttft_s"]
+    later = statistics.median(r["ttft_s"] for r in rows[1:])
+    report = {
+        "what": "an agent-style session: a fixed system prompt and short turns, time to first token",
+        "command": "python3 bench/serve_agent.py " + " ".join(sys.argv[1:]),
+        "server_command": " ".join(cmd), "machine": machine(), "load_s": load_s,
+        "first_ttft_s": first, "later_ttft_s_median": later, "ttft_first_over_later": first / later,
+        "target_10x_met": first / later >= 10,
+        "decode_tok_s_median": statistics.median(r["decode_tok_s"] for r in rows if r["decode_tok_s"]),
+        "peak_rss_bytes": stats["memory"]["peak_rss_bytes"], "budget_bytes": stats["budget_bytes"],
+        "prompt_reused_tokens": stats["tokens"]["prompt_reused"], "server_exit_code": code,
+        "requests": rows,
+    }
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    json.dump(report, open(a.out, "w"), indent=2)
+    print(json.dumps({k: report[k] for k in ("first_ttft_s", "later_ttft_s_median", "ttft_first_over_later",
+                                              "decode_tok_s_median", "peak_rss_bytes")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+//! `epm-run sim`: replay routing traces (`generate --trace-file`) through expert-cache
+//! policies at several capacities; a table, JSON and a PNG of hit rate against capacity.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde_json::json;
+
+use epm_core::pager::expert_span;
+use epm_core::plan::{make_plan, RunShape};
+use epm_core::sim::{self, Key, Step};
+use epm_core::trace::Trace;
+use epm_core::units::{mib_f, MIB};
+
+use super::exit::UsageError;
+use super::{create_parent, open_index};
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// A routing trace; repeat for several (each replays from an empty cache).
+    #[arg(long = "trace", required = true)]
+    traces: Vec<PathBuf>,
+    /// The model the traces came from: experts then cost their real (page-rounded) bytes.
+    /// Without it every expert costs one unit and capacities are in experts.
+    #[arg(short = 'm', long)]
+    model: Option<PathBuf>,
+    /// Capacities in MiB of expert cache, comma-separated (needs -m).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["budget_mb", "capacity_experts"])]
+    capacity_mb: Vec<u64>,
+    /// RAM budgets in MiB, comma-separated: the expert cache is the budget less the plan's
+    /// reserve at -c (needs -m).
+    #[arg(long, value_delimiter = ',', conflicts_with = "capacity_experts")]
+    budget_mb: Vec<u64>,
+    /// Capacities in experts, comma-separated (any expert counts one).
+    #[arg(long, value_delimiter = ',')]
+    capacity_experts: Vec<u64>,
+    /// Context size for --budget-mb's reserve.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
+    ctx: u32,
+    /// Replay only each token's best K experts (top-K of the routing).
+    #[arg(long)]
+    top_k: Option<u32>,
+    /// Policies, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values = sim::POLICIES)]
+    policies: Vec<String>,
+    /// Accuracy of the simulated predictor that `lru+predicted` uses.
+    #[arg(long, default_value_t = 0.9)]
+    predict_accuracy: f64,
+    #[arg(long, default_value = "validate/sim.json")]
+    out: PathBuf,
+    /// Also write hit rate against capacity as a PNG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+pub fn run(a: SimArgs) -> Result<()> {
+    for p in &a.policies {
+        if !sim::POLICIES.contains(&p.as_str()) {
+            bail!(UsageError(format!(
+                "unknown policy {p:?}: choose from {}",
+                sim::POLICIES.join(", ")
+            )));
+        }
+    }
+    let mut traces = Vec::new();
+    for path in &a.traces {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let t = Trace::parse(&bytes).with_context(|| format!("{}", path.display()))?;
+        traces.push(match a.top_k {
+            Some(k) => sim::truncate_top_k(&t, k),
+            None => t,
+        });
+    }
+    let n_expert = traces[0].n_expert;
+    if traces.iter().any(|t| t.n_expert != n_expert) {
+        bail!(UsageError(
+            "the traces come from models with different expert counts".into()
+        ));
+    }
+    // Each expert's cost, and the capacities in the same unit.
+    let index = a.model.as_deref().map(open_index).transpose()?;
+    let costs: std::collections::HashMap<Key, u64> = match &index {
+        Some(ix) => {
+            if ix.n_expert != n_expert {
+                bail!(UsageError(format!(
+                    "the model has {} experts per layer but the traces {n_expert}",
+                    ix.n_expert
+                )));
+            }
+            let page = epm_sys::page_size() as u64;
+            ix.layers
+                .iter()
+                .flat_map(|l| {
+                    (0..n_expert).map(move |e| {
+                        let c: u64 = l
+                            .tensors
+                            .iter()
+                            .map(|t| {
+                                expert_span(
+                                    t.offset + u64::from(e) * t.bytes_per_expert,
+                                    t.bytes_per_expert,
+                                    page,
+                                )
+                            })
+                            .sum();
+                        ((l.layer, e as u16), c)
+                    })
+                })
+                .collect()
+        }
+        None => Default::default(),
+    };
+    let unit = |k: Key| costs.get(&k).copied().unwrap_or(1);
+    let mean_cost = if costs.is_empty() {
+        1
+    } else {
+        costs.values().sum::<u64>() / costs.len() as u64
+    };
+    let capacities: Vec<u64> = if !a.capacity_experts.is_empty() {
+        a.capacity_experts.iter().map(|&n| n * mean_cost).collect()
+    } else if let (Some(ix), false) = (&index, a.budget_mb.is_empty()) {
+        a.budget_mb
+            .iter()
+            .map(|&mb| {
+                let p = make_plan(
+                    ix,
+                    RunShape::new(a.ctx, 128),
+                    mb * MIB,
+                    epm_sys::page_size() as u64,
+                );
+                (mb * MIB).saturating_sub(p.reserve_bytes)
+            })
+            .collect()
+    } else if index.is_some() && !a.capacity_mb.is_empty() {
+        a.capacity_mb.iter().map(|&mb| mb * MIB).collect()
+    } else {
+        bail!(UsageError(
+            "give --capacity-experts, or -m MODEL with --capacity-mb or --budget-mb".into()
+        ));
+    };
+    let per_trace_steps: Vec<Vec<Step>> = traces.iter().map(sim::steps).collect();
+    let n_layers = traces[0].layers().len();
+    let mut rows = Vec::new();
+    for &cap in &capacities {
+        let cap_experts = (cap / mean_cost.max(1)) as usize;
+        let mut results = serde_json::Map::new();
+        let mut belady_rate = None;
+        for name in &a.policies {
+            let mut total = sim::Outcome::default();
+            for steps in &per_trace_steps {
+                let mut p = sim::policy(name, steps, n_layers, cap_experts).expect("checked above");
+                let mut guesses = sim::simulated_guesses(steps, a.predict_accuracy, n_expert);
+                let o = sim::replay(steps, p.as_mut(), cap, &unit, Some(&mut guesses));
+                total.selected += o.selected;
+                total.hits += o.hits;
+                total.miss_bytes += o.miss_bytes;
+                total.decode_routings += o.decode_routings;
+            }
+            if name == "belady" {
+                belady_rate = Some(total.hit_rate());
+            }
+            results.insert(
+                name.clone(),
+                json!({"hit_rate": total.hit_rate(), "hits": total.hits, "selected": total.selected,
+                       "miss_bytes": total.miss_bytes, "decode_routings": total.decode_routings}),
+            );
+        }
+        if let Some(b) = belady_rate.filter(|&b| b > 0.0) {
+            for v in results.values_mut() {
+                let r = v["hit_rate"].as_f64().unwrap_or(0.0);
+                v["of_belady"] = json!(r / b);
+            }
+        }
+        rows.push(json!({
+            "capacity_bytes": cap,
+            "capacity_mib": mib_f(cap),
+            "capacity_experts": cap_experts,
+            "capacity_share": cap_experts as f64 / (n_layers as f64 * f64::from(n_expert)),
+            "policies": results,
+        }));
+    }
+    // The table.
+    print!("{:>10} {:>8}", "MiB", "experts");
+    for p in &a.policies {
+        print!(" {p:>14}");
+    }
+    println!();
+    for r in &rows {
+        print!(
+            "{:>10.0} {:>8}",
+            r["capacity_mib"].as_f64().unwrap_or(0.0),
+            r["capacity_experts"]
+        );
+        for p in &a.policies {
+            print!(
+                " {:>14.3}",
+                r["policies"][p]["hit_rate"].as_f64().unwrap_or(0.0)
+            );
+        }
+        println!();
+    }
+    let report = json!({
+        "what": "decode cache hit rates of expert-cache policies, replaying routing traces",
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "traces": a.traces,
+        "model": a.model,
+        "top_k": a.top_k,
+        "n_expert": n_expert,
+        "n_layers": n_layers,
+        "predict_accuracy": a.predict_accuracy,
+        "mean_expert_bytes": mean_cost,
+        "rows": rows,
+    });
+    create_parent(&a.out)?;
+    epm_sys::fs::write_atomic(&a.out, &serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    println!("wrote {}", a.out.display());
+    if let Some(png) = &a.plot {
+        let series: Vec<epm_bench::plot::Series> = a
+            .policies
+            .iter()
+            .map(|p| epm_bench::plot::Series {
+                label: p.clone(),
+                points: rows
+                    .iter()
+                    .map(|r| {
+                        let x = if index.is_some() {
+                            r["capacity_mib"].as_f64().unwrap_or(0.0)
+                        } else {
+                            r["capacity_experts"].as_f64().unwrap_or(0.0)
+                        };
+                        (x, r["policies"][p]["hit_rate"].as_f64().unwrap_or(0.0))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let x_desc = if index.is_some() {
+            "expert cache (MiB)"
+        } else {
+            "expert cache (experts)"
+        };
+        epm_bench::plot::lines(
+            png,
+            "decode cache hit rate by policy",
+            x_desc,
+            "decode cache hit rate",
+            0.0..1.0,
+            &series,
+        )
+        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        println!("wrote {}", png.display());
+    }
+    Ok(())
+}
