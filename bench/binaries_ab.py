@@ -36,7 +36,8 @@ def main():
     ap.add_argument("--budget-mb", type=int, required=True)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-c", type=int, default=4096)
-    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-t", "--threads", action="append",
+                    help="compute threads (or auto), once for all binaries or once per --bin; default 2")
     ap.add_argument("-f", "--prompt-file", default=os.path.join(HERE, "w1-prompt-128.txt"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--arg", action="append", default=[], help="an extra generate flag for every binary")
@@ -44,14 +45,17 @@ def main():
     a = ap.parse_args()
     labels = a.label or [f"bin{i}" for i in range(len(a.bin))]
     assert len(labels) == len(a.bin), "one --label per --bin"
+    threads = a.threads or ["2"]
+    threads = threads * len(a.bin) if len(threads) == 1 else threads
+    assert len(threads) == len(a.bin), "one -t for all, or one per --bin"
     tmp = tempfile.mkdtemp(prefix="epm-binaries-ab-")
     runs = {l: [] for l in labels}
     ref_ids = None
     for rep in range(a.runs):
-        for label, b in zip(labels, a.bin):
+        for label, b, t in zip(labels, a.bin, threads):
             out = os.path.join(tmp, f"{label}-{rep}.json")
             cmd = [b, "ab", "-m", a.model, "--budget-mb", str(a.budget_mb), "--configs", "epm",
-                   "-n", str(a.n), "-c", str(a.c), "-t", str(a.threads), "-f", a.prompt_file,
+                   "-n", str(a.n), "-c", str(a.c), "-t", t, "-f", a.prompt_file,
                    "--runs", "1", "--out", out] + [f"--epm-arg={x}" for x in a.arg]
             print("+", " ".join(cmd), file=sys.stderr, flush=True)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -84,7 +88,7 @@ def main():
     report = {"what": "the same workload through several epm-run builds, alternating, cold, capped",
               "command": "python3 bench/binaries_ab.py " + " ".join(sys.argv[1:]),
               "machine": machine(), "model": a.model, "budget_mb": a.budget_mb, "n_predict": a.n,
-              "binaries": dict(zip(labels, a.bin)), "summary": summary, "ratios": ratios,
+              "binaries": dict(zip(labels, a.bin)), "threads": dict(zip(labels, threads)), "summary": summary, "ratios": ratios,
               "all_same_tokens": all(r["same_tokens"] for rs in runs.values() for r in rs),
               "all_within_budget": all(r["within_budget"] for rs in runs.values() for r in rs),
               "runs": runs}

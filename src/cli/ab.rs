@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use epm_bench::harness::{self, cap::CapKind, RunConfig};
+use epm_core::plan::Threads;
 
 use super::exit::UsageError;
 use super::{create_parent, open_index, self_exe, signals};
@@ -25,8 +26,10 @@ pub struct AbArgs {
     n_predict: usize,
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     ctx: u32,
-    #[arg(short = 't', long, default_value_t = 2)]
-    threads: u32,
+    /// Compute threads for every configuration, or `auto`: each picks its own (the
+    /// unpaged ones all cores; epm leaves one to its helper threads when I/O bound).
+    #[arg(short = 't', long, default_value = "auto")]
+    threads: Threads,
     #[arg(long = "ubatch-size", default_value_t = 128)]
     ubatch: u32,
     /// Repeat the whole set this many times, alternating configurations.

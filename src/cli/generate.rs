@@ -17,8 +17,11 @@ use epm_engine::telemetry::{self, MemorySampler};
 use epm_engine::{Engine, EngineOptions, SamplingParams, SeqCache, SessionOptions};
 
 use super::exit::UsageError;
-use super::paging::{paged_budget, pager_mode, run_stats, stats_path, PagingArgs};
+use super::paging::{
+    available_cores, compute_threads, paged_budget, pager_mode, run_stats, stats_path, PagingArgs,
+};
 use super::{check_output_path, open_index, progress, signals, ShapeArgs};
+use epm_core::plan::Threads;
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -36,9 +39,11 @@ pub struct GenerateArgs {
     n_predict: usize,
     #[command(flatten)]
     shape: ShapeArgs,
-    /// Threads (default: all cores).
-    #[arg(short = 't', long)]
-    threads: Option<i32>,
+    /// Compute threads, or `auto`: all cores, one fewer when the run pages with less than a
+    /// third of the experts resident (decode then waits on the disk, and the helper threads
+    /// that read ahead and evict use the free core).
+    #[arg(short = 't', long, default_value = "auto")]
+    threads: Threads,
     /// Logical batch size.
     #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
     batch: u32,
@@ -100,8 +105,8 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     }
     let sampler = MemorySampler::start(stats.clone(), Duration::from_millis(20))
         .context("starting the memory sampler")?;
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as i32);
-    let threads = a.threads.unwrap_or(cores);
+    let cores = available_cores();
+    let threads = compute_threads(a.threads, cores, &index, mode, shape);
     let opts = EngineOptions {
         mode,
         paging: a.paging.options(threads, cores),
@@ -135,7 +140,7 @@ fn generate(
     opts: EngineOptions,
     stats: &Arc<RunStats>,
     shape: epm_core::plan::RunShape,
-    threads: i32,
+    threads: u32,
     prompt: String,
 ) -> Result<()> {
     let mut logits = match &a.dump_logits {
@@ -149,7 +154,7 @@ fn generate(
         n_ctx: shape.n_ctx,
         n_batch: a.batch.max(shape.n_ubatch),
         n_ubatch: shape.n_ubatch,
-        n_threads: threads,
+        n_threads: threads as i32,
         n_seq: 1,
     })?;
     let sampling = SamplingParams {

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 
 use epm_core::pager::CachePolicy;
-use epm_core::plan::{make_plan, RunShape};
+use epm_core::plan::{auto_compute_threads, make_plan, RunShape, Threads};
 use epm_core::stats::{PagerCounters, RunStats};
 use epm_engine::{PagerMode, PagingOptions, Prediction};
 use epm_gguf::ModelIndex;
@@ -45,6 +45,13 @@ pub struct PagingArgs {
     /// Advise predicted experts in from the hook, on the compute thread.
     #[arg(long = "no-ahead-thread", overrides_with = "ahead_thread")]
     no_ahead_thread: bool,
+    /// Make evictions on a thread of their own, a small slack of the budget ahead (the
+    /// default when -t leaves a core free).
+    #[arg(long, overrides_with = "no_evict_thread")]
+    evict_thread: bool,
+    /// Make evictions on the hook, on the compute thread.
+    #[arg(long = "no-evict-thread", overrides_with = "evict_thread")]
+    no_evict_thread: bool,
     /// Predict the next layer's experts in prefill too, from this many tokens of each
     /// ubatch, spread evenly over a longer one (0: decode steps only).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(0..=512))]
@@ -76,7 +83,7 @@ pub enum PrefetchMode {
 
 impl PagingArgs {
     /// The engine's paging options for `threads` compute threads on `cores` cores.
-    pub fn options(&self, threads: i32, cores: i32) -> PagingOptions {
+    pub fn options(&self, threads: u32, cores: u32) -> PagingOptions {
         PagingOptions {
             prefetch: match self.prefetch {
                 PrefetchMode::Willneed => Prefetch::WillNeed,
@@ -93,9 +100,14 @@ impl PagingArgs {
                     depth: self.predict_depth,
                 },
             },
-            // The readahead thread competes with compute for a core: it only pays where
-            // one is left over.
+            // The helper threads compete with compute for a core: they only pay where one
+            // is left over.
             ahead_thread: match (self.ahead_thread, self.no_ahead_thread) {
+                (true, _) => true,
+                (_, true) => false,
+                _ => threads < cores,
+            },
+            evict_thread: match (self.evict_thread, self.no_evict_thread) {
                 (true, _) => true,
                 (_, true) => false,
                 _ => threads < cores,
@@ -175,6 +187,34 @@ pub fn run_stats(index: &ModelIndex, model: &Path, mode: PagerMode) -> Arc<RunSt
         )),
         ..Default::default()
     })
+}
+
+/// The cores this process may run on.
+pub fn available_cores() -> u32 {
+    std::thread::available_parallelism().map_or(2, |n| n.get() as u32)
+}
+
+/// Compute threads for `-t` on `cores` cores (`auto`: see `auto_compute_threads`).
+pub fn compute_threads(
+    t: Threads,
+    cores: u32,
+    index: &ModelIndex,
+    mode: PagerMode,
+    shape: RunShape,
+) -> u32 {
+    match t {
+        Threads::Fixed(n) => n,
+        Threads::Auto => {
+            let budget = match mode {
+                PagerMode::On { budget_bytes } => Some(
+                    make_plan(index, shape, budget_bytes, epm_sys::page_size() as u64)
+                        .expert_budget_bytes,
+                ),
+                _ => None,
+            };
+            auto_compute_threads(cores, budget, index.expert_bytes)
+        }
+    }
 }
 
 /// `--stats-file`, else `$EPM_STATS_FILE`.

@@ -13,8 +13,11 @@ use epm_engine::{EngineOptions, SessionOptions};
 use epm_server::ServerOptions;
 
 use super::exit::UsageError;
-use super::paging::{paged_budget, pager_mode, run_stats, stats_path, PagingArgs};
+use super::paging::{
+    available_cores, compute_threads, paged_budget, pager_mode, run_stats, stats_path, PagingArgs,
+};
 use super::{check_output_path, open_index, signals, ShapeArgs};
+use epm_core::plan::Threads;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -38,9 +41,11 @@ pub struct ServeArgs {
     upstream_mmap: bool,
     #[command(flatten)]
     shape: ShapeArgs,
-    /// Threads (default: all cores).
-    #[arg(short = 't', long)]
-    threads: Option<i32>,
+    /// Compute threads, or `auto`: all cores, one fewer when the run pages with less than a
+    /// third of the experts resident (decode then waits on the disk, and the helper threads
+    /// that read ahead and evict use the free core).
+    #[arg(short = 't', long, default_value = "auto")]
+    threads: Threads,
     /// Logical batch size for prompts.
     #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
     batch: u32,
@@ -102,8 +107,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     let sampler = MemorySampler::start(stats.clone(), Duration::from_millis(20))
         .context("starting the memory sampler")?;
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as i32);
-    let threads = a.threads.unwrap_or(cores);
+    let cores = available_cores();
+    let threads = compute_threads(a.threads, cores, &index, mode, shape);
     let opts = ServerOptions {
         addr: SocketAddr::new(a.host, a.port),
         model_name: epm_server::model_name(&a.model),
@@ -116,7 +121,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             n_ctx: shape.n_ctx,
             n_batch: a.batch.max(shape.n_ubatch),
             n_ubatch: shape.n_ubatch,
-            n_threads: threads,
+            n_threads: threads as i32,
             n_seq: a.parallel,
         },
         queue: a.queue,

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use epm_core::pager::expert_span;
 use epm_core::plan::{make_plan, RunShape};
-use epm_core::sim::{self, Key, Step};
+use epm_core::sim::{self, Key, PolicyKind, Step};
 use epm_core::trace::Trace;
 use epm_core::units::{mib_f, MIB};
 
@@ -41,9 +41,11 @@ pub struct SimArgs {
     /// Replay only each token's best K experts (top-K of the routing).
     #[arg(long)]
     top_k: Option<u32>,
-    /// Policies, comma-separated.
-    #[arg(long, value_delimiter = ',', default_values = sim::POLICIES)]
-    policies: Vec<String>,
+    /// Policies, comma-separated (default: all but lfu-decay-D): lru, lfu, lfu-decay (the
+    /// pager's default), lfu-decay-D (any decay D per token, e.g. lfu-decay-0.95), arc, 2q,
+    /// per-layer-lru, per-layer-lfu, lru+predicted, belady.
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<PolicyKind>,
     /// Accuracy of the simulated predictor that `lru+predicted` uses.
     #[arg(long, default_value_t = 0.9)]
     predict_accuracy: f64,
@@ -55,14 +57,11 @@ pub struct SimArgs {
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    for p in &a.policies {
-        if !sim::POLICIES.contains(&p.as_str()) {
-            bail!(UsageError(format!(
-                "unknown policy {p:?}: choose from {}",
-                sim::POLICIES.join(", ")
-            )));
-        }
-    }
+    let policies: Vec<PolicyKind> = if a.policies.is_empty() {
+        PolicyKind::ALL.to_vec()
+    } else {
+        a.policies.clone()
+    };
     let mut traces = Vec::new();
     for path in &a.traces {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -146,10 +145,10 @@ pub fn run(a: SimArgs) -> Result<()> {
         let cap_experts = (cap / mean_cost.max(1)) as usize;
         let mut results = serde_json::Map::new();
         let mut belady_rate = None;
-        for name in &a.policies {
+        for &kind in &policies {
             let mut total = sim::Outcome::default();
             for steps in &per_trace_steps {
-                let mut p = sim::policy(name, steps, n_layers, cap_experts).expect("checked above");
+                let mut p = kind.build(steps, n_layers, cap_experts);
                 let mut guesses = sim::simulated_guesses(steps, a.predict_accuracy, n_expert);
                 let o = sim::replay(steps, p.as_mut(), cap, &unit, Some(&mut guesses));
                 total.selected += o.selected;
@@ -157,11 +156,11 @@ pub fn run(a: SimArgs) -> Result<()> {
                 total.miss_bytes += o.miss_bytes;
                 total.decode_routings += o.decode_routings;
             }
-            if name == "belady" {
+            if kind == PolicyKind::Belady {
                 belady_rate = Some(total.hit_rate());
             }
             results.insert(
-                name.clone(),
+                kind.name(),
                 json!({"hit_rate": total.hit_rate(), "hits": total.hits, "selected": total.selected,
                        "miss_bytes": total.miss_bytes, "decode_routings": total.decode_routings}),
             );
@@ -182,8 +181,8 @@ pub fn run(a: SimArgs) -> Result<()> {
     }
     // The table.
     print!("{:>10} {:>8}", "MiB", "experts");
-    for p in &a.policies {
-        print!(" {p:>14}");
+    for p in &policies {
+        print!(" {:>14}", p.name());
     }
     println!();
     for r in &rows {
@@ -192,10 +191,12 @@ pub fn run(a: SimArgs) -> Result<()> {
             r["capacity_mib"].as_f64().unwrap_or(0.0),
             r["capacity_experts"]
         );
-        for p in &a.policies {
+        for p in &policies {
             print!(
                 " {:>14.3}",
-                r["policies"][p]["hit_rate"].as_f64().unwrap_or(0.0)
+                r["policies"][p.name().as_str()]["hit_rate"]
+                    .as_f64()
+                    .unwrap_or(0.0)
             );
         }
         println!();
@@ -217,11 +218,10 @@ pub fn run(a: SimArgs) -> Result<()> {
         .with_context(|| format!("writing {}", a.out.display()))?;
     println!("wrote {}", a.out.display());
     if let Some(png) = &a.plot {
-        let series: Vec<epm_bench::plot::Series> = a
-            .policies
+        let series: Vec<epm_bench::plot::Series> = policies
             .iter()
             .map(|p| epm_bench::plot::Series {
-                label: p.clone(),
+                label: p.name(),
                 points: rows
                     .iter()
                     .map(|r| {
@@ -230,7 +230,12 @@ pub fn run(a: SimArgs) -> Result<()> {
                         } else {
                             r["capacity_experts"].as_f64().unwrap_or(0.0)
                         };
-                        (x, r["policies"][p]["hit_rate"].as_f64().unwrap_or(0.0))
+                        (
+                            x,
+                            r["policies"][p.name().as_str()]["hit_rate"]
+                                .as_f64()
+                                .unwrap_or(0.0),
+                        )
                     })
                     .collect(),
             })

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use crate::pager::Phase;
+use crate::pager::{CachePolicy, Phase};
 use crate::trace::Trace;
 
 /// An expert of a layer: (layer, expert).
@@ -677,47 +677,119 @@ impl Policy for Belady {
     }
 }
 
-/// The policies `epm-run sim` compares, by name.
-pub const POLICIES: [&str; 11] = [
-    "lru",
-    "lfu",
-    "lfu-decay",
-    "lfu-decay-0.9",
-    "lfu-decay-0.99",
-    "arc",
-    "2q",
-    "per-layer-lru",
-    "per-layer-lfu",
-    "lru+predicted",
-    "belady",
-];
+/// The policies `epm-run sim` compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    Lru,
+    Lfu,
+    /// LFU whose counts decay by the pager's default factor per token (`CachePolicy::DEFAULT`).
+    LfuDecay,
+    /// LFU whose counts decay by this many thousandths per token (`lfu-decay-0.95`).
+    LfuDecayAt(u16),
+    Arc,
+    TwoQ,
+    PerLayerLru,
+    PerLayerLfu,
+    PredictedLru,
+    Belady,
+}
 
-/// A policy by name, for `steps` (Belady needs them) with `n_layers` routed layers and a
-/// capacity of about `capacity_experts` experts (2Q sizes its ghost queue from it).
-pub fn policy(
-    name: &str,
-    steps: &[Step],
-    n_layers: usize,
-    capacity_experts: usize,
-) -> Option<Box<dyn Policy>> {
-    Some(match name {
-        "lru" => Box::new(Lru::new()),
-        "lfu" => Box::new(LfuDecay::new(1.0)),
-        "lfu-decay" => Box::new(LfuDecay::new(0.97)),
-        "lfu-decay-0.9" => Box::new(LfuDecay::new(0.9)),
-        "lfu-decay-0.99" => Box::new(LfuDecay::new(0.99)),
-        "arc" => Box::new(Arc::new()),
-        "2q" => Box::new(TwoQ::new(capacity_experts / 2)),
-        "per-layer-lru" => Box::new(PerLayer::new(n_layers, "per-layer-lru", || {
-            Box::new(Lru::new())
-        })),
-        "per-layer-lfu" => Box::new(PerLayer::new(n_layers, "per-layer-lfu", || {
-            Box::new(LfuDecay::new(1.0))
-        })),
-        "lru+predicted" => Box::new(PredictedLru::new()),
-        "belady" => Box::new(Belady::new(steps)),
-        _ => return None,
-    })
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 11] = [
+        PolicyKind::Lru,
+        PolicyKind::Lfu,
+        PolicyKind::LfuDecay,
+        PolicyKind::LfuDecayAt(970),
+        PolicyKind::LfuDecayAt(900),
+        PolicyKind::Arc,
+        PolicyKind::TwoQ,
+        PolicyKind::PerLayerLru,
+        PolicyKind::PerLayerLfu,
+        PolicyKind::PredictedLru,
+        PolicyKind::Belady,
+    ];
+
+    pub fn name(self) -> String {
+        let fixed = match self {
+            PolicyKind::Lru => "lru",
+            PolicyKind::Lfu => "lfu",
+            PolicyKind::LfuDecay => "lfu-decay",
+            PolicyKind::LfuDecayAt(permille) => {
+                return format!("lfu-decay-{}", f64::from(permille) / 1000.0)
+            }
+            PolicyKind::Arc => "arc",
+            PolicyKind::TwoQ => "2q",
+            PolicyKind::PerLayerLru => "per-layer-lru",
+            PolicyKind::PerLayerLfu => "per-layer-lfu",
+            PolicyKind::PredictedLru => "lru+predicted",
+            PolicyKind::Belady => "belady",
+        };
+        fixed.to_string()
+    }
+
+    /// The policy, for `steps` (Belady needs them) with `n_layers` routed layers and a
+    /// capacity of about `capacity_experts` experts (2Q sizes its ghost queue from it).
+    pub fn build(
+        self,
+        steps: &[Step],
+        n_layers: usize,
+        capacity_experts: usize,
+    ) -> Box<dyn Policy> {
+        let pager_decay = match CachePolicy::DEFAULT {
+            CachePolicy::LfuDecay { decay } => decay,
+            CachePolicy::Lru => 0.99,
+        };
+        match self {
+            PolicyKind::Lru => Box::new(Lru::new()),
+            PolicyKind::Lfu => Box::new(LfuDecay::new(1.0)),
+            PolicyKind::LfuDecay => Box::new(LfuDecay::new(pager_decay)),
+            PolicyKind::LfuDecayAt(permille) => {
+                Box::new(LfuDecay::new(f64::from(permille) / 1000.0))
+            }
+            PolicyKind::Arc => Box::new(Arc::new()),
+            PolicyKind::TwoQ => Box::new(TwoQ::new(capacity_experts / 2)),
+            PolicyKind::PerLayerLru => Box::new(PerLayer::new(n_layers, "per-layer-lru", || {
+                Box::new(Lru::new())
+            })),
+            PolicyKind::PerLayerLfu => Box::new(PerLayer::new(n_layers, "per-layer-lfu", || {
+                Box::new(LfuDecay::new(1.0))
+            })),
+            PolicyKind::PredictedLru => Box::new(PredictedLru::new()),
+            PolicyKind::Belady => Box::new(Belady::new(steps)),
+        }
+    }
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PolicyKind, String> {
+        if let Some(p) = PolicyKind::ALL.into_iter().find(|p| p.name() == s) {
+            return Ok(p);
+        }
+        let decay = s
+            .strip_prefix("lfu-decay-")
+            .and_then(|d| d.parse::<f64>().ok())
+            .filter(|d| *d > 0.0 && *d < 1.0);
+        match decay {
+            Some(d) if (d * 1000.0).fract() == 0.0 => {
+                Ok(PolicyKind::LfuDecayAt((d * 1000.0) as u16))
+            }
+            _ => {
+                let names: Vec<String> = PolicyKind::ALL.iter().map(|p| p.name()).collect();
+                Err(format!(
+                    "unknown policy {s:?}: choose from {}, or lfu-decay-D for a decay D per token between 0 and 1 (at most 3 decimals)",
+                    names.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
 }
 
 /// A predictor of given `accuracy` as a guess function: for each decode routing, the
@@ -764,9 +836,39 @@ mod tests {
             .collect()
     }
 
-    fn run(name: &str, steps: &[Step], capacity: u64) -> Outcome {
-        let mut p = policy(name, steps, 1, capacity as usize).unwrap();
+    fn run(kind: PolicyKind, steps: &[Step], capacity: u64) -> Outcome {
+        let mut p = kind.build(steps, 1, capacity as usize);
         replay(steps, p.as_mut(), capacity, &|_| 1, None)
+    }
+
+    #[test]
+    fn policy_names_round_trip_and_lfu_decay_is_the_pagers() {
+        for k in PolicyKind::ALL {
+            assert_eq!(k.name().parse::<PolicyKind>(), Ok(k));
+        }
+        assert_eq!("lfu-decay-0.95".parse(), Ok(PolicyKind::LfuDecayAt(950)));
+        assert_eq!(PolicyKind::LfuDecayAt(950).name(), "lfu-decay-0.95");
+        for bad in [
+            "lfu-decay-1",
+            "lfu-decay-0",
+            "lfu-decay-0.9999",
+            "lfu-decay-x",
+        ] {
+            assert!(bad.parse::<PolicyKind>().is_err(), "{bad}");
+        }
+        assert!("mru"
+            .parse::<PolicyKind>()
+            .unwrap_err()
+            .contains("lfu-decay"));
+        let CachePolicy::LfuDecay { decay } = CachePolicy::DEFAULT else {
+            panic!("the pager's default is not LFU with decay");
+        };
+        // Same decay, same evictions: replay a string where the decay decides.
+        let s = single(&[1, 1, 1, 2, 3, 2, 3, 2, 3, 4, 1, 2, 3]);
+        let a = run(PolicyKind::LfuDecay, &s, 3);
+        let mut p = LfuDecay::new(decay);
+        let b = replay(&s, &mut p, 3, &|_| 1, None);
+        assert_eq!((a.hits, a.miss_bytes), (b.hits, b.miss_bytes));
     }
 
     #[test]
@@ -774,8 +876,8 @@ mod tests {
         // 7 0 1 2 0 3 0 4 2 3 0 3 2 1 2 0 1 7 0 1 with 3 frames: LRU has 12 faults, the
         // optimum 9 (Silberschatz's example).
         let s = single(&[7, 0, 1, 2, 0, 3, 0, 4, 2, 3, 0, 3, 2, 1, 2, 0, 1, 7, 0, 1]);
-        let lru = run("lru", &s, 3);
-        let opt = run("belady", &s, 3);
+        let lru = run(PolicyKind::Lru, &s, 3);
+        let opt = run(PolicyKind::Belady, &s, 3);
         assert_eq!(lru.selected, 20);
         assert_eq!(lru.selected - lru.hits, 12);
         assert_eq!(opt.selected - opt.hits, 9);
@@ -787,8 +889,8 @@ mod tests {
         // 0 1 2 3 repeated with 3 frames: LRU always misses; Belady keeps 2 of 3 at each turn.
         let refs: Vec<u16> = (0..40).map(|i| i % 4).collect();
         let s = single(&refs);
-        assert_eq!(run("lru", &s, 3).hits, 0);
-        let opt = run("belady", &s, 3);
+        assert_eq!(run(PolicyKind::Lru, &s, 3).hits, 0);
+        let opt = run(PolicyKind::Belady, &s, 3);
         // After the 4 cold misses, Belady misses once every 3 references.
         assert_eq!(opt.selected - opt.hits, 4 + 12);
     }
@@ -807,8 +909,8 @@ mod tests {
                 experts: vec![1, 2, 3],
             },
         ];
-        for name in POLICIES {
-            let mut p = policy(name, &s, 1, 2).unwrap();
+        for name in PolicyKind::ALL {
+            let mut p = name.build(&s, 1, 2);
             let o = replay(&s, p.as_mut(), 2, &|_| 1, None);
             // The prompt's 3 experts are pinned while it computes, so they stay over the
             // capacity (as the pager's overrun does); the decode step finds all 3, and only
@@ -843,9 +945,9 @@ mod tests {
                 experts: vec![e],
             });
         }
-        let opt = run("belady", &refs, 16);
-        for name in POLICIES {
-            let mut p = policy(name, &refs, 2, 16).unwrap();
+        let opt = run(PolicyKind::Belady, &refs, 16);
+        for name in PolicyKind::ALL {
+            let mut p = name.build(&refs, 2, 16);
             let mut guesses = simulated_guesses(&refs, 0.9, 64);
             let o = replay(&refs, p.as_mut(), 16, &|_| 1, Some(&mut guesses));
             assert!(p.resident_bytes() <= 16, "{name}");

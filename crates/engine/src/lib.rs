@@ -9,10 +9,13 @@
 //! only `unsafe` code is in the hook module (the FFI trampoline, the tensors it reads, and
 //! finding llama.cpp's mappings).
 
+#![deny(unsafe_code)]
+
 pub mod chat;
 mod engine;
 mod error;
 pub mod generate;
+#[allow(unsafe_code)]
 mod hook;
 mod session;
 pub mod telemetry;

@@ -9,9 +9,9 @@ use std::time::Instant;
 use epm_core::pager::{Advisor, FileRange};
 use epm_core::stats::IoCounters;
 
-use crate::ahead::AheadThread;
 use crate::mapping::FileMapping;
 use crate::populate::PopulatePool;
+use crate::worker::{Work, Worker};
 use crate::{inward, outward};
 
 /// How missing experts are brought in.
@@ -45,15 +45,20 @@ const BATCH_CAPACITY: usize = 1 << 14;
 /// 2. `redrop` and `batch` never grow past the capacity reserved in `new`, so the hook's
 ///    calls never allocate;
 /// 3. with a readahead thread, every `evict` and `will_need` first cancels the queued
-///    speculative reads of its range, so the thread never reads in evicted pages.
+///    speculative reads of its range, so the thread never reads in evicted pages;
+/// 4. with an eviction thread, every read (`will_need`, `will_need_ahead`) first takes its
+///    pages out of the queued evictions, so the thread never drops pages being read in.
 pub struct OsAdvisor {
     pub files: Arc<Vec<FileMapping>>,
     counters: Arc<IoCounters>,
     pool: Option<PopulatePool>,
     /// Speculative reads go to this thread when present (`with_ahead_thread`).
-    ahead: Option<AheadThread>,
+    ahead: Option<Worker>,
     /// Ranges were queued for `ahead` since the last `flush`.
     ahead_queued: bool,
+    /// Evictions go to this thread when present (`with_evict_thread`).
+    evictor: Option<Worker>,
+    evict_queued: bool,
     /// Page ranges (file, start, end) collected for the pool until `flush`.
     batch: Vec<(u32, u64, u64)>,
     /// Evicted ranges the page cache still held right after the drop: a wrong speculative
@@ -81,6 +86,8 @@ impl OsAdvisor {
             pool,
             ahead: None,
             ahead_queued: false,
+            evictor: None,
+            evict_queued: false,
             batch: Vec::with_capacity(BATCH_CAPACITY),
             redrop: Vec::with_capacity(REDROP_CAPACITY),
         }
@@ -91,9 +98,34 @@ impl OsAdvisor {
     /// `Prefetch::WillNeed`: the populate pool already reads on its own threads.
     pub fn with_ahead_thread(mut self) -> OsAdvisor {
         if self.pool.is_none() {
-            self.ahead = Some(AheadThread::new(self.files.clone(), self.counters.clone()));
+            self.ahead = Some(Worker::new(
+                Work::ReadAhead,
+                self.files.clone(),
+                self.counters.clone(),
+                u64::MAX,
+            ));
         }
         self
+    }
+
+    /// Make evictions on a thread of their own, with at most `slack` bytes queued or not yet
+    /// dropped: those pages are still resident, so the caller keeps `slack` out of the
+    /// pager's budget. Evictions beyond it are made inline.
+    pub fn with_evict_thread(mut self, slack: u64) -> OsAdvisor {
+        self.evictor = Some(Worker::new(
+            Work::Evict,
+            self.files.clone(),
+            self.counters.clone(),
+            slack,
+        ));
+        self
+    }
+
+    /// Take `[start, end)` out of the queued evictions (invariant 4).
+    fn cancel_evictions(&self, file: u32, start: u64, end: u64) {
+        if let Some(w) = &self.evictor {
+            w.cancel(file, start, end);
+        }
     }
 
     /// Cancel the readahead thread's queued reads of `[start, end)` (invariant 3).
@@ -145,7 +177,7 @@ impl OsAdvisor {
 
 /// Remove `[start, end)` of `file` from every range of `list`, never growing `list` past its
 /// capacity: a range cut in two keeps only its larger side when the list is full.
-fn remove_span(list: &mut Vec<FileRange>, file: u32, start: u64, end: u64) {
+pub(crate) fn remove_span(list: &mut Vec<FileRange>, file: u32, start: u64, end: u64) {
     let mut i = 0;
     while i < list.len() {
         let r = list[i];
@@ -186,6 +218,7 @@ impl Advisor for OsAdvisor {
     fn will_need(&mut self, r: FileRange) {
         let (s, e) = self.forget_redrops(r);
         self.cancel_ahead(r.file, r.offset, r.offset + r.len);
+        self.cancel_evictions(r.file, s, e);
         let m = &self.files[r.file as usize];
         // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
         // mapping, POPULATE_READ alone would fault and read one page at a time.
@@ -199,7 +232,8 @@ impl Advisor for OsAdvisor {
 
     fn will_need_ahead(&mut self, r: FileRange) {
         if self.ahead.is_some() {
-            self.forget_redrops(r);
+            let (s, e) = self.forget_redrops(r);
+            self.cancel_evictions(r.file, s, e);
         }
         if let Some(a) = &self.ahead {
             if a.push(r) {
@@ -216,8 +250,20 @@ impl Advisor for OsAdvisor {
         // a page with this one, and its read must go on.
         self.cancel_ahead(r.file, r.offset, r.offset + r.len);
         let m = &self.files[r.file as usize];
-        let dropped = m.evict(r.offset, r.len);
         let (s, e) = inward(r.offset, r.len, m.page());
+        if let Some(w) = self.evictor.as_ref().filter(|_| e > s) {
+            let whole = FileRange {
+                file: r.file,
+                offset: s,
+                len: e - s,
+            };
+            if w.push(whole) {
+                self.evict_queued = true;
+                add_elapsed(&self.counters.evict_ns, t);
+                return e - s;
+            }
+        }
+        let dropped = m.evict(r.offset, r.len);
         if dropped > 0 && m.any_cached(s, e - s) {
             self.counters.late_evictions.fetch_add(1, Ordering::Relaxed);
             if self.redrop.len() < self.redrop.capacity() {
@@ -241,6 +287,10 @@ impl Advisor for OsAdvisor {
             a.wake();
             self.ahead_queued = false;
         }
+        if let Some(w) = self.evictor.as_ref().filter(|_| self.evict_queued) {
+            w.wake();
+            self.evict_queued = false;
+        }
         if let Some(pool) = &self.pool {
             let t = Instant::now();
             pool.populate_all(&self.batch);
@@ -255,6 +305,9 @@ impl Advisor for OsAdvisor {
         let deadline = Instant::now() + std::time::Duration::from_secs(1);
         if let Some(a) = &self.ahead {
             a.clear();
+        }
+        if let Some(w) = &self.evictor {
+            w.drain(deadline);
         }
         self.retry_redrops();
         while !self.redrop.is_empty() && Instant::now() < deadline {
@@ -385,6 +438,69 @@ mod tests {
         let cancelled = counters.ahead_cancelled.load(Ordering::Relaxed);
         assert!(read >= 4, "{read} reads on the thread");
         assert_eq!(read + cancelled, 8, "{read} read, {cancelled} cancelled");
+    }
+
+    #[test]
+    fn the_eviction_thread_drops_every_range_within_its_slack() {
+        let len = 16u64 << 20;
+        let (_map, m) = clean_mapping(len);
+        m.will_need(0, len);
+        wait_for("the file is read in", || m.resident_bytes(0, len) == len);
+        let counters = Arc::new(IoCounters::default());
+        let slack = 4u64 << 20;
+        let mut advisor =
+            OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_evict_thread(slack);
+        let range = |i: u64| FileRange {
+            file: 0,
+            offset: i * (2 << 20),
+            len: 2 << 20,
+        };
+        // Eight 2 MiB evictions against a 4 MiB slack: some go to the thread, the ones
+        // that find it full are made inline. Either way all are dropped by `finish`.
+        for i in 0..8 {
+            advisor.evict(range(i));
+            // Invariant 3 of the worker: queued bytes never exceed the slack.
+            let pending = advisor.evictor.as_ref().unwrap().pending_bytes();
+            assert!(pending <= slack, "{pending} bytes queued");
+        }
+        advisor.flush();
+        advisor.finish();
+        assert_eq!(advisor.evictor.as_ref().unwrap().pending_bytes(), 0);
+        assert_eq!(advisor.files[0].resident_bytes(0, len), 0);
+        let on_thread = counters.worker_evictions.load(Ordering::Relaxed);
+        assert!(on_thread >= 2, "{on_thread} evictions on the thread");
+    }
+
+    #[test]
+    fn a_read_takes_its_pages_out_of_the_queued_evictions() {
+        let len = 8u64 << 20;
+        let (_map, m) = clean_mapping(len);
+        m.will_need(0, len);
+        wait_for("the file is read in", || m.resident_bytes(0, len) == len);
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor =
+            OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_evict_thread(len);
+        let whole = FileRange {
+            file: 0,
+            offset: 0,
+            len,
+        };
+        // Queued (no flush yet, so the thread has not been woken for it) and then read
+        // again: the middle 2 MiB must stay, the rest must go.
+        assert_eq!(advisor.evict(whole), len);
+        let wanted = FileRange {
+            file: 0,
+            offset: 2 << 20,
+            len: 2 << 20,
+        };
+        advisor.will_need(wanted);
+        advisor.flush();
+        advisor.finish();
+        let m = &advisor.files[0];
+        assert_eq!(m.resident_bytes(wanted.offset, wanted.len), wanted.len);
+        assert_eq!(m.resident_bytes(0, 2 << 20), 0);
+        assert_eq!(m.resident_bytes(4 << 20, 4 << 20), 0);
+        assert_eq!(advisor.evictor.as_ref().unwrap().pending_bytes(), 0);
     }
 
     #[test]

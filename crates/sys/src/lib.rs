@@ -5,20 +5,27 @@
 //!   constructor states that the mapping must outlive it.
 //! - [`cache`]: what the page cache holds (`cachestat`, `mincore`), whole-file drops.
 //! - [`advisor`]: the pager's [`Advisor`](epm_core::pager::Advisor) made real, with the
-//!   re-drop list; [`ahead`] and [`populate`] run advice on threads of their own.
+//!   re-drop list; `worker` (guesses, evictions) and `populate` run advice on threads of
+//!   their own.
 //! - [`proc`]: one reader for `/proc` and sysfs (memory, I/O, machine, readahead window).
 //! - [`fs`]: `O_DIRECT` streaming writes, atomic file writes, free space.
 //! - [`sigbus`]: a clear message instead of a bare "Bus error" when a mapped model file
 //!   shrinks under the process.
 
+// `unsafe` is allowed only in the modules that make the raw calls.
+#![deny(unsafe_code)]
+
 pub mod advisor;
-mod ahead;
+#[allow(unsafe_code)]
 pub mod cache;
 pub mod fs;
+#[allow(unsafe_code)]
 pub mod mapping;
 mod populate;
 pub mod proc;
+#[allow(unsafe_code)]
 pub mod sigbus;
+mod worker;
 
 use std::path::PathBuf;
 
@@ -53,6 +60,7 @@ pub enum OsError {
 /// Let a closed pipe end the process quietly, as it does other Unix tools (`epm-run sim |
 /// head`): Rust ignores SIGPIPE, so a write to a closed pipe would be an error (and
 /// `println!` a panic).
+#[allow(unsafe_code)]
 pub fn default_sigpipe() {
     // SAFETY: resetting a signal's disposition to SIG_DFL has no memory-safety
     // preconditions; it is done once, at start-up, before other threads exist.

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use cap::{Cap, CapFacts, CapKind};
 use child::ChildReport;
+use epm_core::plan::Threads;
 use epm_core::stats::Snapshot;
 use epm_core::units::MIB;
 use epm_gguf::GgufModel;
@@ -34,7 +35,7 @@ pub struct AbConfig {
     pub prompt_args: Vec<String>,
     pub n_predict: usize,
     pub n_ctx: u32,
-    pub n_threads: u32,
+    pub n_threads: Threads,
     pub n_ubatch: u32,
     pub runs: usize,
     pub kernel_readahead_kb: Option<u64>,

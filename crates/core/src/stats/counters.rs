@@ -142,6 +142,9 @@ pub struct IoCounters {
     pub ahead_reads: AtomicU64,
     pub ahead_will_need_ns: AtomicU64,
     pub ahead_cancelled: AtomicU64,
+    /// Evictions made by the eviction thread, and its time in their system calls.
+    pub worker_evictions: AtomicU64,
+    pub worker_evict_ns: AtomicU64,
 }
 
 impl IoCounters {

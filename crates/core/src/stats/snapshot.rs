@@ -42,6 +42,8 @@ pub struct RunStats {
     pub io_counters: Arc<IoCounters>,
     /// The longest range one readahead call reads in full (smallest over the model's files).
     pub willneed_chunk_bytes: Counter,
+    /// Of the expert budget, the bytes kept for evictions queued on the eviction thread.
+    pub evict_slack_bytes: Counter,
     /// Set at the end of a paged run: see `ExpertsSection::stray_cache_bytes_at_exit`.
     pub stray_expert_cache: Counter,
     pub hook_panicked: AtomicBool,
@@ -209,6 +211,16 @@ pub struct IoSection {
     pub ahead_reads: u64,
     pub ahead_will_need_us: u64,
     pub ahead_cancelled: u64,
+    /// With an eviction thread: the evictions it made and its wall time in their system
+    /// calls (microseconds); `evict_us` then counts only evictions made on the hook.
+    #[serde(default)]
+    pub worker_evictions: u64,
+    #[serde(default)]
+    pub worker_evict_us: u64,
+    /// With an eviction thread: the part of `expert_budget_bytes` kept for evictions queued
+    /// and not yet made (the cache holds at most `expert_budget_bytes` minus this).
+    #[serde(default)]
+    pub evict_slack_bytes: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -400,6 +412,9 @@ impl RunStats {
                 ahead_reads: IoCounters::get(&io.ahead_reads),
                 ahead_will_need_us: us(&io.ahead_will_need_ns),
                 ahead_cancelled: IoCounters::get(&io.ahead_cancelled),
+                worker_evictions: IoCounters::get(&io.worker_evictions),
+                worker_evict_us: us(&io.worker_evict_ns),
+                evict_slack_bytes: self.evict_slack_bytes.get(),
             },
             memory: MemorySection {
                 peak_rss_bytes: self.peak_rss.get(),

@@ -37,6 +37,9 @@ pub struct PagingOptions {
     pub prediction: Prediction,
     /// Advise predicted experts in from a readahead thread rather than the hook.
     pub ahead_thread: bool,
+    /// Make evictions on a thread of their own rather than on the hook (the pager's budget
+    /// then keeps a slack for drops not yet made).
+    pub evict_thread: bool,
     /// Tokens of a prefill ubatch the predictor samples (0: no prediction in prefill).
     pub prefill_predict_tokens: usize,
     /// Experts used within this many recent tokens are never evicted.
@@ -53,6 +56,7 @@ impl Default for PagingOptions {
             prefetch: Prefetch::WillNeed,
             prediction: Prediction::Default { depth: 1 },
             ahead_thread: false,
+            evict_thread: false,
             prefill_predict_tokens: 512,
             hot_window_tokens: 0,
             cache_policy: CachePolicy::DEFAULT,
@@ -60,6 +64,11 @@ impl Default for PagingOptions {
         }
     }
 }
+
+/// The eviction thread's slack: a sixteenth of the expert budget, at most 96 MiB (a few
+/// layers' evictions of a 30B model's decode steps).
+const EVICT_SLACK_DIVISOR: u64 = 16;
+const EVICT_SLACK_MAX: u64 = 96 << 20;
 
 /// The pager's limits, from the measured reserve.
 pub(crate) struct Budgets {
@@ -166,10 +175,25 @@ pub(crate) fn attach(
         tracing::info!("predicted experts are read in from a readahead thread");
         advisor = advisor.with_ahead_thread();
     }
+    // Evictions queued for the thread hold their pages until it drops them: that slack
+    // comes out of the pager's budget, so resident plus queued stays within it.
+    let slack = if opts.evict_thread && budgets.expert < index.expert_bytes {
+        (budgets.expert / EVICT_SLACK_DIVISOR).min(EVICT_SLACK_MAX)
+    } else {
+        0
+    };
+    if slack > 0 {
+        tracing::info!(
+            "evictions are made on a thread of their own, up to {} MiB ahead",
+            slack >> 20
+        );
+        advisor = advisor.with_evict_thread(slack);
+    }
+    stats.evict_slack_bytes.set(slack);
     let pager = Pager::new(
         advisor,
         PagerConfig {
-            expert_budget_bytes: budgets.expert,
+            expert_budget_bytes: budgets.expert - slack,
             hot_window_tokens: opts.hot_window_tokens,
             page_size: page_size() as u64,
             policy: opts.cache_policy,
