@@ -7,7 +7,7 @@ and cached tokens, and decode speed; the later requests should skip the shared p
     python3 bench/serve_agent.py -m qwen3-30b-a3b.gguf --budget-mb 4096 [--requests 20]
         [--system-tokens 2000] [--out validate/serve-agent-qwen3-30b-a3b-4g.json]
 """
-import argparse, http.client, json, os, platform, re, signal, statistics, subprocess, sys, time
+import argparse, http.client, json, os, platform, re, signal, statistics, subprocess, sys, tempfile, time
 
 WORDS = ("the repository holds a Rust workspace with crates for parsing, planning, paging and serving; "
          "tests run with cargo; tools live under tools and benchmarks under bench; "
@@ -23,13 +23,27 @@ def machine():
     return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
 
 
-def system_prompt(tokens):
-    """A system prompt of about `tokens` tokens (about 1.35 tokens a word with the synthetic
-    tokenizer; the server reports the exact count in `usage`)."""
+def system_prompt(tokens, tokens_per_word):
+    """A system prompt of about `tokens` tokens at `tokens_per_word`."""
+    n = int(tokens / tokens_per_word)
     words = []
-    while len(words) < int(tokens / 1.35):
+    while len(words) < n:
         words.extend(WORDS)
-    return "You are a coding agent. " + " ".join(words[: int(tokens / 1.35)])
+    return "You are a coding agent. " + " ".join(words[:n])
+
+
+def prompt_tokens(port, messages, ctx):
+    """The prompt's length in tokens, from the 400 the server gives when max_tokens cannot
+    fit: the server tokenizes the prompt but evaluates nothing."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("POST", "/v1/chat/completions", body=json.dumps({"messages": messages, "max_tokens": 4 * ctx}),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    body = r.read().decode()
+    m = re.search(r"the prompt has (\d+) tokens", body)
+    if r.status != 400 or not m:
+        raise SystemExit(f"could not count the prompt's tokens: HTTP {r.status}: {body[:300]}")
+    return int(m.group(1))
 
 
 def main():
@@ -48,16 +62,20 @@ def main():
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     os.close(fd)
     cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--ram-budget-mb", str(a.budget_mb)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # The server's log goes to a file (a pipe nobody reads would fill up and stall it).
+    log_path = os.path.join(tempfile.gettempdir(), f"epm-serve-agent-{os.getpid()}.log")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
     port = None
     t_start = time.time()
     while port is None:
-        line = proc.stderr.readline()
-        if not line:
-            raise SystemExit("the server exited before listening")
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited before listening; its log: {log_path}")
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log_path).read())
         if m:
             port = int(m.group(1))
+        else:
+            time.sleep(0.1)
     while True:
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -68,7 +86,16 @@ def main():
             pass
         time.sleep(0.2)
     load_s = time.time() - t_start
-    system = system_prompt(a.system_tokens)
+    # Size the system prompt with the model's own tokenizer, without evaluating anything:
+    # a request whose max_tokens cannot fit is refused with the prompt's token count.
+    tokens_per_word = 1.35
+    for _ in range(3):
+        system = system_prompt(a.system_tokens, tokens_per_word)
+        n = prompt_tokens(port, [{"role": "system", "content": system},
+                                 {"role": "user", "content": TURNS[0]}], a.ctx)
+        if abs(n - a.system_tokens) <= a.system_tokens * 0.05:
+            break
+        tokens_per_word *= n / a.system_tokens
     history = [{"role": "system", "content": system}]
     rows = []
     for i in range(a.requests):
@@ -80,12 +107,18 @@ def main():
         t0 = time.time()
         conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
+        if resp.status != 200:
+            proc.send_signal(signal.SIGTERM)
+            raise SystemExit(f"request {i}: HTTP {resp.status}: {resp.read().decode(errors='replace')[:500]}")
         ttft, usage, chunks, t_last = None, None, 0, None
         for raw in resp:
             line = raw.decode().strip()
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             ev = json.loads(line[6:])
+            if ev.get("error"):
+                proc.send_signal(signal.SIGTERM)
+                raise SystemExit(f"request {i}: the stream ended with an error: {ev['error']}")
             if ev.get("choices") and ev["choices"][0]["delta"].get("content"):
                 chunks += 1
                 t_last = time.time()
@@ -95,6 +128,9 @@ def main():
                 usage = ev["usage"]
         conn.close()
         total = time.time() - t0
+        if usage is None:
+            proc.send_signal(signal.SIGTERM)
+            raise SystemExit(f"request {i}: the stream carried no usage ({chunks} content chunks)")
         decode = (usage["completion_tokens"] - 1) / (t_last - t0 - ttft) if usage and chunks > 1 and t_last - t0 > ttft else None
         rows.append({"request": i, "ttft_s": ttft, "total_s": total, "prompt_tokens": usage["prompt_tokens"],
                      "cached_tokens": usage["prompt_tokens_details"]["cached_tokens"],

@@ -44,7 +44,7 @@ def figures(binary, model, trace, layers, n_expert, tmp):
         experts = [round(mib / FULL_EXPERT_MIB * layers * n_expert) for mib in caps]
         js = os.path.join(tmp, f"sim-{top_k}.json")
         run([binary, "sim", "--trace", trace, "--capacity-experts", ",".join(map(str, experts)),
-             "--top-k", str(top_k), "--policies", "lru,lfu,lfu-decay,lfu-decay-0.97,arc,2q,per-layer-lfu,belady",
+             "--top-k", str(top_k), "--policies", "lru,lfu,lfu-decay,lfu-decay-0.97,lfu-decay-0.99,arc,2q,per-layer-lfu,belady",
              "--out", js], stdout=subprocess.DEVNULL)
         rows = json.load(open(js))["rows"]
         for mib, row in zip(caps, rows):

@@ -21,7 +21,7 @@ use super::paging::{
     available_cores, compute_threads, paged_budget, pager_mode, run_stats, stats_path, PagingArgs,
 };
 use super::{check_output_path, open_index, progress, signals, ShapeArgs};
-use epm_core::plan::Threads;
+use epm_core::plan::{ComputeThreads, Threads};
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -39,9 +39,10 @@ pub struct GenerateArgs {
     n_predict: usize,
     #[command(flatten)]
     shape: ShapeArgs,
-    /// Compute threads, or `auto`: all cores, one fewer when the run pages with less than a
-    /// third of the experts resident (decode then waits on the disk, and the helper threads
-    /// that read ahead and evict use the free core).
+    /// Compute threads, or `auto`: all cores, but one fewer for decode when the run pages
+    /// with less than a third of the experts resident (decode then waits on the disk, and
+    /// the helper threads that read ahead and evict use the free core); prefill always
+    /// computes on every core.
     #[arg(short = 't', long, default_value = "auto")]
     threads: Threads,
     /// Logical batch size.
@@ -109,7 +110,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let threads = compute_threads(a.threads, cores, &index, mode, shape);
     let opts = EngineOptions {
         mode,
-        paging: a.paging.options(threads, cores),
+        paging: a.paging.options(threads.decode, cores),
     };
     let result = generate(&a, index, opts, &stats, shape, threads, prompt);
     drop(sampler);
@@ -140,7 +141,7 @@ fn generate(
     opts: EngineOptions,
     stats: &Arc<RunStats>,
     shape: epm_core::plan::RunShape,
-    threads: u32,
+    threads: ComputeThreads,
     prompt: String,
 ) -> Result<()> {
     let mut logits = match &a.dump_logits {
@@ -154,7 +155,8 @@ fn generate(
         n_ctx: shape.n_ctx,
         n_batch: a.batch.max(shape.n_ubatch),
         n_ubatch: shape.n_ubatch,
-        n_threads: threads as i32,
+        n_threads: threads.decode as i32,
+        n_threads_batch: threads.batch as i32,
         n_seq: 1,
     })?;
     let sampling = SamplingParams {

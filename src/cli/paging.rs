@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 
 use epm_core::pager::CachePolicy;
-use epm_core::plan::{auto_compute_threads, make_plan, RunShape, Threads};
+use epm_core::plan::{make_plan, ComputeThreads, RunShape, Threads};
 use epm_core::stats::{PagerCounters, RunStats};
 use epm_engine::{PagerMode, PagingOptions, Prediction};
 use epm_gguf::ModelIndex;
@@ -61,7 +61,7 @@ pub struct PagingArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     predict_depth: u32,
     /// What the pager evicts first: `lfu-decay` (least frequently used, each selection's
-    /// weight halving in 69 tokens) or `lru` (least recently used).
+    /// weight halving in about 14 tokens) or `lru` (least recently used).
     #[arg(long, value_enum, default_value_t = CachePolicyArg::LfuDecay)]
     cache_policy: CachePolicyArg,
     /// Write the routing trace (selected experts per token and layer) here; see README.
@@ -194,27 +194,21 @@ pub fn available_cores() -> u32 {
     std::thread::available_parallelism().map_or(2, |n| n.get() as u32)
 }
 
-/// Compute threads for `-t` on `cores` cores (`auto`: see `auto_compute_threads`).
+/// Compute threads for `-t` on `cores` cores (`auto`: see `ComputeThreads::new`).
 pub fn compute_threads(
     t: Threads,
     cores: u32,
     index: &ModelIndex,
     mode: PagerMode,
     shape: RunShape,
-) -> u32 {
-    match t {
-        Threads::Fixed(n) => n,
-        Threads::Auto => {
-            let budget = match mode {
-                PagerMode::On { budget_bytes } => Some(
-                    make_plan(index, shape, budget_bytes, epm_sys::page_size() as u64)
-                        .expert_budget_bytes,
-                ),
-                _ => None,
-            };
-            auto_compute_threads(cores, budget, index.expert_bytes)
-        }
-    }
+) -> ComputeThreads {
+    let expert_budget = match mode {
+        PagerMode::On { budget_bytes } => Some(
+            make_plan(index, shape, budget_bytes, epm_sys::page_size() as u64).expert_budget_bytes,
+        ),
+        _ => None,
+    };
+    ComputeThreads::new(t, cores, expert_budget, index.expert_bytes)
 }
 
 /// `--stats-file`, else `$EPM_STATS_FILE`.

@@ -41,9 +41,10 @@ pub struct ServeArgs {
     upstream_mmap: bool,
     #[command(flatten)]
     shape: ShapeArgs,
-    /// Compute threads, or `auto`: all cores, one fewer when the run pages with less than a
-    /// third of the experts resident (decode then waits on the disk, and the helper threads
-    /// that read ahead and evict use the free core).
+    /// Compute threads, or `auto`: all cores, but one fewer for decode when the run pages
+    /// with less than a third of the experts resident (decode then waits on the disk, and
+    /// the helper threads that read ahead and evict use the free core); prefill always
+    /// computes on every core.
     #[arg(short = 't', long, default_value = "auto")]
     threads: Threads,
     /// Logical batch size for prompts.
@@ -115,13 +116,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
         index,
         engine: EngineOptions {
             mode,
-            paging: a.paging.options(threads, cores),
+            paging: a.paging.options(threads.decode, cores),
         },
         session: SessionOptions {
             n_ctx: shape.n_ctx,
             n_batch: a.batch.max(shape.n_ubatch),
             n_ubatch: shape.n_ubatch,
-            n_threads: threads as i32,
+            n_threads: threads.decode as i32,
+            n_threads_batch: threads.batch as i32,
             n_seq: a.parallel,
         },
         queue: a.queue,

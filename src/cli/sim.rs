@@ -148,7 +148,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         for &kind in &policies {
             let mut total = sim::Outcome::default();
             for steps in &per_trace_steps {
-                let mut p = kind.build(steps, n_layers, cap_experts);
+                let mut p = kind.build(steps, n_layers, cap, cap_experts, &unit);
                 let mut guesses = sim::simulated_guesses(steps, a.predict_accuracy, n_expert);
                 let o = sim::replay(steps, p.as_mut(), cap, &unit, Some(&mut guesses));
                 total.selected += o.selected;

@@ -677,6 +677,82 @@ impl Policy for Belady {
     }
 }
 
+/// The experts selected most often over the trace's decode steps, chosen once with
+/// hindsight: they stay once read; any other expert stays only while pinned. When routing
+/// draws from fixed popularities independently (the skew model), keeping the most popular
+/// experts is the best any online policy can do (Aho, Denning and Ullman's A0), so this
+/// is the online policies' ceiling there, below Belady's; routing with locality is not
+/// bounded by it.
+pub struct StaticTop {
+    top: std::collections::HashSet<Key>,
+    set: Scored,
+}
+
+impl StaticTop {
+    /// `capacity` bytes, less the largest decode routing's (pinned beside them).
+    pub fn new(steps: &[Step], capacity: u64, cost: &dyn Fn(Key) -> u64) -> StaticTop {
+        let mut counts: HashMap<Key, u64> = HashMap::new();
+        for s in steps.iter().filter(|s| s.phase == Phase::Decode) {
+            for &e in &s.experts {
+                *counts.entry((s.layer, e)).or_default() += 1;
+            }
+        }
+        // Prompt ubatches pin most of a layer while they run, over capacity as with every
+        // policy; a decode routing's experts must fit beside the fixed set.
+        let largest_routing = steps
+            .iter()
+            .filter(|s| s.phase == Phase::Decode)
+            .map(|s| s.experts.iter().map(|&e| cost((s.layer, e))).sum::<u64>())
+            .max()
+            .unwrap_or(0);
+        let mut ranked: Vec<(Key, u64)> = counts.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut room = capacity.saturating_sub(largest_routing);
+        let mut top = std::collections::HashSet::new();
+        for (key, _) in ranked {
+            let c = cost(key);
+            if c <= room {
+                room -= c;
+                top.insert(key);
+            }
+        }
+        StaticTop {
+            top,
+            set: Scored::new(),
+        }
+    }
+}
+
+impl Policy for StaticTop {
+    fn name(&self) -> String {
+        "static-top".into()
+    }
+    fn contains(&self, key: Key) -> bool {
+        self.set.resident.contains_key(&key)
+    }
+    fn access(&mut self, key: Key, cost: u64, _now: Clock) {
+        self.set.insert(key, cost);
+    }
+    fn settle(&mut self, _capacity: u64, pinned: &[Key]) {
+        let top = &self.top;
+        let gone: Vec<Key> = self
+            .set
+            .resident
+            .keys()
+            .filter(|k| !top.contains(k) && !pinned.contains(k))
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(c) = self.set.resident.remove(&k) {
+                self.set.bytes -= c;
+            }
+        }
+    }
+    fn resident_bytes(&self) -> u64 {
+        self.set.bytes
+    }
+}
+
 /// The policies `epm-run sim` compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyKind {
@@ -692,14 +768,16 @@ pub enum PolicyKind {
     PerLayerLfu,
     PredictedLru,
     Belady,
+    /// Offline: the trace's most selected experts, fixed ([`StaticTop`]).
+    StaticTop,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 11] = [
+    pub const ALL: [PolicyKind; 12] = [
         PolicyKind::Lru,
         PolicyKind::Lfu,
         PolicyKind::LfuDecay,
-        PolicyKind::LfuDecayAt(970),
+        PolicyKind::LfuDecayAt(990),
         PolicyKind::LfuDecayAt(900),
         PolicyKind::Arc,
         PolicyKind::TwoQ,
@@ -707,6 +785,7 @@ impl PolicyKind {
         PolicyKind::PerLayerLfu,
         PolicyKind::PredictedLru,
         PolicyKind::Belady,
+        PolicyKind::StaticTop,
     ];
 
     pub fn name(self) -> String {
@@ -723,17 +802,21 @@ impl PolicyKind {
             PolicyKind::PerLayerLfu => "per-layer-lfu",
             PolicyKind::PredictedLru => "lru+predicted",
             PolicyKind::Belady => "belady",
+            PolicyKind::StaticTop => "static-top",
         };
         fixed.to_string()
     }
 
-    /// The policy, for `steps` (Belady needs them) with `n_layers` routed layers and a
-    /// capacity of about `capacity_experts` experts (2Q sizes its ghost queue from it).
+    /// The policy, for `steps` (the offline ones read them) with `n_layers` routed layers
+    /// and `capacity` bytes, about `capacity_experts` experts (2Q sizes its ghost queue
+    /// from it); `cost` gives each expert's bytes.
     pub fn build(
         self,
         steps: &[Step],
         n_layers: usize,
+        capacity: u64,
         capacity_experts: usize,
+        cost: &dyn Fn(Key) -> u64,
     ) -> Box<dyn Policy> {
         let pager_decay = match CachePolicy::DEFAULT {
             CachePolicy::LfuDecay { decay } => decay,
@@ -756,6 +839,7 @@ impl PolicyKind {
             })),
             PolicyKind::PredictedLru => Box::new(PredictedLru::new()),
             PolicyKind::Belady => Box::new(Belady::new(steps)),
+            PolicyKind::StaticTop => Box::new(StaticTop::new(steps, capacity, cost)),
         }
     }
 }
@@ -837,7 +921,7 @@ mod tests {
     }
 
     fn run(kind: PolicyKind, steps: &[Step], capacity: u64) -> Outcome {
-        let mut p = kind.build(steps, 1, capacity as usize);
+        let mut p = kind.build(steps, 1, capacity, capacity as usize, &|_| 1);
         replay(steps, p.as_mut(), capacity, &|_| 1, None)
     }
 
@@ -885,6 +969,20 @@ mod tests {
     }
 
     #[test]
+    fn static_top_keeps_the_most_selected_experts_and_passes_the_rest_through() {
+        // Counts 1:4, 2:3, 3:2, 4:1. With 3 frames, one kept for the routing in flight,
+        // the fixed set is {1, 2}: both miss once, 3 and 4 miss every time.
+        let s = single(&[1, 2, 1, 3, 1, 2, 4, 1, 2, 3]);
+        let mut p = StaticTop::new(&s, 3, &|_| 1);
+        let o = replay(&s, &mut p, 3, &|_| 1, None);
+        assert_eq!((o.selected, o.hits), (10, 5));
+        assert!(p.contains((0, 1)) && p.contains((0, 2)));
+        // The last routing's 3 is pinned until the next one; nothing else stays.
+        assert_eq!(p.resident_bytes(), 3);
+        assert!(p.contains((0, 3)) && !p.contains((0, 4)));
+    }
+
+    #[test]
     fn a_loop_one_larger_than_the_cache_defeats_lru_not_belady() {
         // 0 1 2 3 repeated with 3 frames: LRU always misses; Belady keeps 2 of 3 at each turn.
         let refs: Vec<u16> = (0..40).map(|i| i % 4).collect();
@@ -910,7 +1008,7 @@ mod tests {
             },
         ];
         for name in PolicyKind::ALL {
-            let mut p = name.build(&s, 1, 2);
+            let mut p = name.build(&s, 1, 2, 2, &|_| 1);
             let o = replay(&s, p.as_mut(), 2, &|_| 1, None);
             // The prompt's 3 experts are pinned while it computes, so they stay over the
             // capacity (as the pager's overrun does); the decode step finds all 3, and only
@@ -947,7 +1045,7 @@ mod tests {
         }
         let opt = run(PolicyKind::Belady, &refs, 16);
         for name in PolicyKind::ALL {
-            let mut p = name.build(&refs, 2, 16);
+            let mut p = name.build(&refs, 2, 16, 16, &|_| 1);
             let mut guesses = simulated_guesses(&refs, 0.9, 64);
             let o = replay(&refs, p.as_mut(), 16, &|_| 1, Some(&mut guesses));
             assert!(p.resident_bytes() <= 16, "{name}");

@@ -46,7 +46,10 @@ pub struct SessionOptions {
     /// Tokens per `llama_decode` call (the logical batch).
     pub n_batch: u32,
     pub n_ubatch: u32,
+    /// Compute threads for ubatches of one token (decode).
     pub n_threads: i32,
+    /// Compute threads for ubatches of several tokens (prefill, several slots' decode).
+    pub n_threads_batch: i32,
     /// Sequences the context holds at once (parallel slots).
     pub n_seq: u32,
 }
@@ -160,7 +163,7 @@ impl Engine {
             .with_n_ubatch(s.n_ubatch)
             .with_n_seq_max(s.n_seq.max(1))
             .with_n_threads(s.n_threads)
-            .with_n_threads_batch(s.n_threads);
+            .with_n_threads_batch(s.n_threads_batch);
         let read_status = || {
             proc::memory(Pid::This).map_err(|source| EngineError::File {
                 path: "/proc/self/status".into(),
