@@ -7,7 +7,10 @@ and cached tokens, and decode speed; the later requests should skip the shared p
     python3 bench/serve_agent.py -m qwen3-30b-a3b.gguf --budget-mb 4096 [--requests 20]
         [--system-tokens 2000] [--out validate/serve-agent-qwen3-30b-a3b-4g.json]
 """
-import argparse, http.client, json, os, platform, re, signal, statistics, subprocess, sys, tempfile, time
+import argparse, http.client, json, os, platform, re, signal, statistics, sys, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import epm_serve  # noqa: E402
 
 WORDS = ("the repository holds a Rust workspace with crates for parsing, planning, paging and serving; "
          "tests run with cargo; tools live under tools and benchmarks under bench; "
@@ -62,29 +65,8 @@ def main():
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     os.close(fd)
     cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--ram-budget-mb", str(a.budget_mb)]
-    # The server's log goes to a file (a pipe nobody reads would fill up and stall it).
-    log_path = os.path.join(tempfile.gettempdir(), f"epm-serve-agent-{os.getpid()}.log")
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    port = None
     t_start = time.time()
-    while port is None:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited before listening; its log: {log_path}")
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log_path).read())
-        if m:
-            port = int(m.group(1))
-        else:
-            time.sleep(0.1)
-    while True:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.2)
+    proc, port = epm_serve.start(cmd)
     load_s = time.time() - t_start
     # Size the system prompt with the model's own tokenizer, without evaluating anything:
     # a request whose max_tokens cannot fit is refused with the prompt's token count.

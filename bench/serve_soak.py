@@ -10,8 +10,11 @@ and RSS drift under 2% between the first and the last hundred requests, counted 
     python3 bench/serve_soak.py [--bin target/release/epm-run] [--requests 1000] [--clients 4]
         [--out validate/serve-soak.json]
 """
-import argparse, http.client, json, os, platform, random, re, signal, statistics, subprocess, sys
+import argparse, http.client, json, os, platform, random, signal, statistics, subprocess, sys
 import tempfile, threading, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import epm_serve  # noqa: E402
 
 CGROUP_ROOT = "/sys/fs/cgroup/memory"
 SYSTEM = ("You are the assistant of a coding agent working in a large repository. You can call "
@@ -137,25 +140,7 @@ def main():
     stats_file = os.path.join(tmp, "stats.json")
     cmd = [a.bin, "serve", "-m", model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--parallel", str(a.parallel),
            "--queue", "16", "--ram-budget-mb", str(budget_mb), "--stats-file", stats_file]
-    proc = subprocess.Popen(cg.wrap(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port = None
-    while port is None:
-        line = proc.stderr.readline()
-        if not line:
-            raise SystemExit("the server exited before listening")
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
-    for _ in range(600):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.1)
+    proc, port = epm_serve.start(cg.wrap(cmd))
     kinds = ["stream"] * 425 + ["plain"] * 425 + ["malformed"] * 100 + ["disconnect"] * 50
     random.Random(7).shuffle(kinds)
     kinds = (kinds * (a.requests // len(kinds) + 1))[: a.requests]

@@ -7,29 +7,17 @@ free loopback port and stops it with SIGTERM; the record goes to --out.
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
         [--out validate/serve-openai-client.json]
 """
-import argparse, json, os, platform, re, signal, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, platform, signal, subprocess, sys, tempfile
 
 import openai
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import epm_serve  # noqa: E402
+
 
 def start(binary, model, extra):
-    proc = subprocess.Popen([binary, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"] + extra,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = None
-    deadline = time.time() + 60
-    while time.time() < deadline and base is None:
-        line = proc.stderr.readline()
-        m = re.search(r"listening on (http://\S+)", line)
-        if m:
-            base = m.group(1)
-    assert base, "the server did not start"
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(base + "/health").read()
-            return proc, base
-        except Exception:
-            time.sleep(0.1)
-    raise SystemExit("the model did not load")
+    proc, port = epm_serve.start([binary, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"] + extra, 60)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def main():

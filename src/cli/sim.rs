@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
 
-use epm_core::pager::expert_span;
+use epm_core::pager::LayerSpec;
 use epm_core::plan::{make_plan, RunShape};
 use epm_core::sim::{self, Key, PolicyKind, Step};
 use epm_core::trace::Trace;
@@ -41,9 +41,10 @@ pub struct SimArgs {
     /// Replay only each token's best K experts (top-K of the routing).
     #[arg(long)]
     top_k: Option<u32>,
-    /// Policies, comma-separated (default: all but lfu-decay-D): lru, lfu, lfu-decay (the
-    /// pager's default), lfu-decay-D (any decay D per token, e.g. lfu-decay-0.95), arc, 2q,
-    /// per-layer-lru, per-layer-lfu, lru+predicted, belady.
+    /// Policies, comma-separated (default: all of these, with lfu-decay-0.99 and
+    /// lfu-decay-0.9): lru, lfu, lfu-decay (the pager's default), lfu-decay-D (any decay D
+    /// per token, e.g. lfu-decay-0.97), arc, 2q, per-layer-lru, per-layer-lfu,
+    /// lru+predicted, belady, static-top.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<PolicyKind>,
     /// Accuracy of the simulated predictor that `lru+predicted` uses.
@@ -88,23 +89,11 @@ pub fn run(a: SimArgs) -> Result<()> {
                 )));
             }
             let page = epm_sys::page_size() as u64;
-            ix.layers
-                .iter()
+            LayerSpec::from_index(ix)
+                .into_iter()
                 .flat_map(|l| {
-                    (0..n_expert).map(move |e| {
-                        let c: u64 = l
-                            .tensors
-                            .iter()
-                            .map(|t| {
-                                expert_span(
-                                    t.offset + u64::from(e) * t.bytes_per_expert,
-                                    t.bytes_per_expert,
-                                    page,
-                                )
-                            })
-                            .sum();
-                        ((l.layer, e as u16), c)
-                    })
+                    (0..n_expert)
+                        .map(move |e| ((l.layer, e as u16), l.expert_cost(u64::from(e), page)))
                 })
                 .collect()
         }

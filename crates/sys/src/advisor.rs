@@ -397,6 +397,15 @@ mod tests {
         assert!(counters.populate_wait_ns.load(Ordering::Relaxed) > 0);
     }
 
+    /// The `i`-th 2 MiB range of file 0.
+    fn two_mib(i: u64) -> FileRange {
+        FileRange {
+            file: 0,
+            offset: i * (2 << 20),
+            len: 2 << 20,
+        }
+    }
+
     #[test]
     fn the_readahead_thread_reads_guesses_and_never_an_evicted_one() {
         let len = 16u64 << 20;
@@ -404,22 +413,17 @@ mod tests {
         let counters = Arc::new(IoCounters::default());
         let mut advisor =
             OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_ahead_thread();
-        let range = |i: u64| FileRange {
-            file: 0,
-            offset: i * (2 << 20),
-            len: 2 << 20,
-        };
         // Eight guesses; the odd ones are evicted at once, before or while they are read.
         for i in 0..8 {
-            advisor.will_need_ahead(range(i));
+            advisor.will_need_ahead(two_mib(i));
         }
         advisor.flush();
         for i in (1..8).step_by(2) {
-            advisor.evict(range(i));
+            advisor.evict(two_mib(i));
         }
         advisor.flush();
         for i in (0..8).step_by(2) {
-            let r = range(i);
+            let r = two_mib(i);
             wait_for(&format!("guess {i} read in"), || {
                 advisor.files[0].resident_bytes(r.offset, r.len) >= r.len
             });
@@ -427,7 +431,7 @@ mod tests {
         advisor.finish();
         if advisor.files[0].sees_reads_in_flight() {
             for i in (1..8).step_by(2) {
-                let r = range(i);
+                let r = two_mib(i);
                 assert!(
                     !advisor.files[0].any_cached(r.offset, r.len),
                     "evicted guess {i} is cached or being read"
@@ -450,15 +454,10 @@ mod tests {
         let slack = 4u64 << 20;
         let mut advisor =
             OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_evict_thread(slack);
-        let range = |i: u64| FileRange {
-            file: 0,
-            offset: i * (2 << 20),
-            len: 2 << 20,
-        };
         // Eight 2 MiB evictions against a 4 MiB slack: some go to the thread, the ones
         // that find it full are made inline. Either way all are dropped by `finish`.
         for i in 0..8 {
-            advisor.evict(range(i));
+            advisor.evict(two_mib(i));
             // Invariant 3 of the worker: queued bytes never exceed the slack.
             let pending = advisor.evictor.as_ref().unwrap().pending_bytes();
             assert!(pending <= slack, "{pending} bytes queued");

@@ -77,6 +77,39 @@ pub struct LayerSpec {
     pub slices: Vec<ExpertSlice>,
 }
 
+impl LayerSpec {
+    /// Every MoE layer of `index`, as the pager sees it.
+    pub fn from_index(index: &epm_gguf::ModelIndex) -> Vec<LayerSpec> {
+        index
+            .layers
+            .iter()
+            .map(|l| LayerSpec {
+                layer: l.layer,
+                slices: l
+                    .tensors
+                    .iter()
+                    .map(|t| ExpertSlice {
+                        file: t.file as u32,
+                        offset: t.offset,
+                        bytes_per_expert: t.bytes_per_expert,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// What keeping expert `e` of this layer resident costs: the pages its slices touch.
+    pub fn expert_cost(&self, e: u64, page: u64) -> u64 {
+        self.slices
+            .iter()
+            .map(|s| {
+                let r = s.range(e);
+                expert_span(r.offset, r.len, page)
+            })
+            .sum()
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct PagerConfig {
     /// Bytes of expert pages that may be resident at once.
@@ -160,14 +193,7 @@ impl<A: Advisor> Pager<A> {
         let mut cost = vec![0u64; n_slots];
         for (li, l) in layers.iter().enumerate() {
             for e in 0..u64::from(n_expert) {
-                cost[li * n_expert as usize + e as usize] = l
-                    .slices
-                    .iter()
-                    .map(|s| {
-                        let r = s.range(e);
-                        expert_span(r.offset, r.len, page)
-                    })
-                    .sum();
+                cost[li * n_expert as usize + e as usize] = l.expert_cost(e, page);
             }
         }
         Pager {

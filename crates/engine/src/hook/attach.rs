@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use epm_core::pager::{CachePolicy, ExpertSlice, LayerSpec, Pager, PagerConfig};
+use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
 use epm_gguf::ModelIndex;
@@ -154,22 +154,7 @@ pub(crate) fn attach(
     let predictor = (depth > 0 && budgets.expert < index.expert_bytes)
         .then(|| Predictor::new(index, &files, depth, opts.prefill_predict_tokens))
         .flatten();
-    let layers = index
-        .layers
-        .iter()
-        .map(|l| LayerSpec {
-            layer: l.layer,
-            slices: l
-                .tensors
-                .iter()
-                .map(|t| ExpertSlice {
-                    file: t.file as u32,
-                    offset: t.offset,
-                    bytes_per_expert: t.bytes_per_expert,
-                })
-                .collect(),
-        })
-        .collect();
+    let layers = LayerSpec::from_index(index);
     let mut advisor = OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone());
     if predictor.is_some() && opts.ahead_thread {
         tracing::info!("predicted experts are read in from a readahead thread");
