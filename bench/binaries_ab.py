@@ -10,17 +10,11 @@ The generated tokens of every run must match the first binary's.
         -m qwen3-30b-a3b-skew0.6.gguf --budget-mb 4096 -n 32 --runs 3 \
         --out validate/restructure-w1-4g.json [--arg=--no-predict ...] [--label before --label after]
 """
-import argparse, json, os, platform, statistics, subprocess, sys, tempfile
+import argparse, json, os, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
-import epm_stats  # noqa: E402
-
-
-def machine():
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    mem = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
-    return {"cpu": cpu, "cores": os.cpu_count(), "mem_total_bytes": mem, "kernel": platform.release()}
+from epmlib import machine, stats_decode  # noqa: E402
 
 
 def spread(xs):
@@ -63,7 +57,7 @@ def main():
             s = row["stats"]
             ids = s["tokens"]["generated_ids"]
             ref_ids = ref_ids or ids
-            d = epm_stats.decode(s)
+            d = stats_decode(s)
             steps = max(s["io"]["decode_steps"], 1)
             r = {"decode_tok_s": row["decode_tok_s"], "prefill_tok_s": row["prefill_tok_s"],
                  "peak_rss_bytes": row["child"]["peak_rss_bytes"],

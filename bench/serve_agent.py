@@ -7,10 +7,10 @@ and cached tokens, and decode speed; the later requests should skip the shared p
     python3 bench/serve_agent.py -m qwen3-30b-a3b.gguf --budget-mb 4096 [--requests 20]
         [--system-tokens 2000] [--out validate/serve-agent-qwen3-30b-a3b-4g.json]
 """
-import argparse, http.client, json, os, platform, re, signal, statistics, sys, time
+import argparse, http.client, json, os, re, signal, statistics, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-import epm_serve  # noqa: E402
+from epmlib import drop_cache, machine, start_server  # noqa: E402
 
 WORDS = ("the repository holds a Rust workspace with crates for parsing, planning, paging and serving; "
          "tests run with cargo; tools live under tools and benchmarks under bench; "
@@ -19,11 +19,6 @@ WORDS = ("the repository holds a Rust workspace with crates for parsing, plannin
 TURNS = ["List the crates.", "Open the pager.", "Run the tests.", "Fix the failing test.",
          "Explain the change.", "Add a unit test.", "Run clippy.", "Summarize the diff.",
          "Check the README.", "Update STATUS.", "Format the code.", "Commit the work."]
-
-
-def machine():
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
 
 
 def system_prompt(tokens, tokens_per_word):
@@ -61,12 +56,10 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     # A cold start, as after a reboot.
-    fd = os.open(a.model, os.O_RDONLY)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    os.close(fd)
+    drop_cache(a.model)
     cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--ram-budget-mb", str(a.budget_mb)]
     t_start = time.time()
-    proc, port = epm_serve.start(cmd)
+    proc, port = start_server(cmd)
     load_s = time.time() - t_start
     # Size the system prompt with the model's own tokenizer, without evaluating anything:
     # a request whose max_tokens cannot fit is refused with the prompt's token count.

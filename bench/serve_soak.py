@@ -10,24 +10,17 @@ and RSS drift under 2% between the first and the last hundred requests, counted 
     python3 bench/serve_soak.py [--bin target/release/epm-run] [--requests 1000] [--clients 4]
         [--out validate/serve-soak.json]
 """
-import argparse, http.client, json, os, platform, random, signal, statistics, subprocess, sys
+import argparse, http.client, json, os, random, signal, statistics, subprocess, sys
 import tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-import epm_serve  # noqa: E402
+from epmlib import Cgroup, machine, start_server  # noqa: E402
 
-CGROUP_ROOT = "/sys/fs/cgroup/memory"
 SYSTEM = ("You are the assistant of a coding agent working in a large repository. You can call "
           "the tools read_file, write_file, list_dir, run_tests and search_code. Think about what "
           "the user wants, say which tool you will use and why, then use it. Keep every answer "
           "short, never invent file names, and ask when something is unclear. ") * 6
 WORDS = "alpha beta gamma delta river stone cloud paper engine garden silver orange quiet rapid".split()
-
-
-def machine():
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-            "mem_total_bytes": next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))}
 
 
 def rss(pid):
@@ -38,38 +31,6 @@ def rss(pid):
         return f["VmRSS"], f["RssAnon"], f["RssFile"]
     except (OSError, KeyError):
         return None
-
-
-class Cgroup:
-    """A cgroup v1 memory cap, removed on close."""
-
-    def __init__(self, limit):
-        self.dir = os.path.join(CGROUP_ROOT, f"epm-soak-{os.getpid()}")
-        os.mkdir(self.dir)
-        open(os.path.join(self.dir, "memory.limit_in_bytes"), "w").write(str(limit))
-        memsw = os.path.join(self.dir, "memory.memsw.limit_in_bytes")
-        if os.path.exists(memsw):
-            open(memsw, "w").write(str(limit))
-
-    def wrap(self, cmd):
-        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(self.dir, "cgroup.procs")] + cmd
-
-    def read(self, name):
-        return open(os.path.join(self.dir, name)).read()
-
-    def oom_kills(self):
-        return int(next((l.split()[1] for l in self.read("memory.oom_control").splitlines() if l.startswith("oom_kill ")), 0))
-
-    def max_usage(self):
-        return int(self.read("memory.max_usage_in_bytes"))
-
-    def close(self):
-        for _ in range(100):
-            try:
-                os.rmdir(self.dir)
-                return
-            except OSError:
-                time.sleep(0.05)
 
 
 def request(port, kind, rnd):
@@ -136,11 +97,11 @@ def main():
                                      check=True, capture_output=True, text=True).stdout)
     min_mb = -(-plan["min_budget_bytes"] // (1 << 20))
     budget_mb = int(min_mb * (1 + a.margin) + 0.999)
-    cg = Cgroup(budget_mb << 20)
+    cg = Cgroup(budget_mb << 20, "soak")
     stats_file = os.path.join(tmp, "stats.json")
     cmd = [a.bin, "serve", "-m", model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--parallel", str(a.parallel),
            "--queue", "16", "--ram-budget-mb", str(budget_mb), "--stats-file", stats_file]
-    proc, port = epm_serve.start(cg.wrap(cmd))
+    proc, port = start_server(cg.wrap(cmd))
     kinds = ["stream"] * 425 + ["plain"] * 425 + ["malformed"] * 100 + ["disconnect"] * 50
     random.Random(7).shuffle(kinds)
     kinds = (kinds * (a.requests // len(kinds) + 1))[: a.requests]

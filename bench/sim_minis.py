@@ -13,16 +13,14 @@ the trace is the model's routing alone), and replays it with `epm-run sim` at ca
 """
 import argparse, json, os, subprocess, sys, tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from epmlib import run  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PRESETS = ["qwen3-30b-a3b-mini", "smallthinker-4b-mini", "qwen3.6-35b-a3b-mini",
            "minicpm-v4.7-35b-a3b-mini", "ling-3.0-flash-mini"]
 SHARES = [0.1, 0.2, 0.4]
-
-
-def run(cmd, **kw):
-    print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    return subprocess.run(cmd, check=True, **kw)
 
 
 def routing_models():

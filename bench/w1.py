@@ -12,8 +12,8 @@ import argparse, json, math, os, statistics, subprocess, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from calibrate_skew import read_trace  # noqa: E402  (the routing-trace reader, shared)
-import epm_stats  # noqa: E402
+from epmlib import ab_row_ok, read_trace, stats_decode  # noqa: E402
+import epmlib  # noqa: E402
 PROMPT = os.path.join(HERE, "w1-prompt-128.txt")
 LONG_PROMPT = os.path.join(HERE, "w1-prompt-2000.txt")
 MIB = 1 << 20
@@ -21,8 +21,7 @@ PREFILL_UBATCH = 512
 
 
 def run(cmd, **kw):
-    print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    return subprocess.run(cmd, check=True, text=True, **kw)
+    return epmlib.run(cmd, text=True, **kw)
 
 
 def median(xs):
@@ -49,7 +48,7 @@ def ab(binary, model, tmp, name, budgets, runs, extra):
 
 
 def rows(report, config, budget=None):
-    return [r for r in report["rows"] if r["config"] == config and epm_stats.ok(r)
+    return [r for r in report["rows"] if r["config"] == config and ab_row_ok(r)
             and (budget is None or r["budget_mb"] == budget)]
 
 
@@ -160,7 +159,7 @@ def main():
         # With prediction, an expert reaches memory either as a demand miss or as a
         # speculative read. What decode needed is the demand misses plus the speculative reads
         # routing then selected; what EPM asked the disk for adds the wrong guesses.
-        dec = [epm_stats.decode(x) for x in st]
+        dec = [stats_decode(x) for x in st]
         steps = lambda x: max(x["io"]["decode_steps"], 1)
         miss_per_step = median([(d["miss_bytes"] + d["spec_useful_bytes"]) / steps(x) for d, x in zip(dec, st)])
         fetched_per_step = median([(d["miss_bytes"] + d["spec_issued_bytes"]) / steps(x) for d, x in zip(dec, st)])

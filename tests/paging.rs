@@ -349,3 +349,26 @@ fn auto_ubatch_follows_the_budget_and_stays_bit_identical() {
     assert_eq!(stats.tokens.generated_ids, ref_stats.tokens.generated_ids);
     assert!(logits == ref_logits, "logits differ with -ub auto");
 }
+
+#[test]
+fn a_warm_file_that_fits_is_not_reported_as_stray_cache() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    // Read the whole file, as a user's `cat` or a copy would: its pages are cached.
+    let bytes = std::fs::read(&model).unwrap();
+    assert!(!bytes.is_empty());
+    let stats_path = dir.path().join("warm.json");
+    let mut args = generate_args(&model, PROMPT, "8", &stats_path);
+    // Every expert of the mini fits in 4 GiB: attach keeps the warm pages by design.
+    args.extend(strings(&["--ram-budget-mb", "4096"]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = epm(&refs);
+    ok(&out);
+    let s = stats(&stats_path);
+    assert!(s.pager_enabled);
+    assert_eq!(s.experts.evictions, 0);
+    assert_eq!(s.experts.stray_cache_bytes_at_exit, 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("still in the page cache"), "stderr: {err}");
+}

@@ -111,7 +111,8 @@ fn minicpm_v47_35b_a3b_mini() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "minicpm-v4.7-35b-a3b-mini", &[]);
-    let index = epm_gguf::ModelIndex::build(&epm_gguf::GgufModel::open(&model).unwrap()).unwrap();
+    let index =
+        epm_core::model::ModelIndex::build(&epm_gguf::GgufModel::open(&model).unwrap()).unwrap();
     assert!(index.layers.iter().all(|l| l.tensors.len() == 2
         && l.tensors
             .iter()
@@ -134,7 +135,8 @@ fn ling_3_flash_mini() {
     ]));
     let first = dir.path().join("ling-00001-of-00002.gguf");
     assert!(first.exists() && dir.path().join("ling-00002-of-00002.gguf").exists());
-    let index = epm_gguf::ModelIndex::build(&epm_gguf::GgufModel::open(&first).unwrap()).unwrap();
+    let index =
+        epm_core::model::ModelIndex::build(&epm_gguf::GgufModel::open(&first).unwrap()).unwrap();
     // The two leading dense layers have no experts; MLA's per-head tensors are not experts.
     assert_eq!(index.layers.first().map(|l| l.layer), Some(2));
     assert!(index.layers.iter().all(|l| l.tensors.len() == 3));
@@ -145,7 +147,7 @@ fn ling_3_flash_mini() {
             index.routing.groups,
             index.routing.groups_used
         ),
-        (epm_gguf::GatingFunc::Sigmoid, 8, 4)
+        (epm_core::model::GatingFunc::Sigmoid, 8, 4)
     );
     assert!(index.routers.iter().all(|r| r.selection_bias.is_some()));
     check_preset(&first, dir.path());
@@ -199,7 +201,7 @@ fn two_shard_model() {
     assert!(first.exists() && second.exists() && !out.exists());
     // Experts live in both shards.
     let model = epm_gguf::GgufModel::open(&first).unwrap();
-    let index = epm_gguf::ModelIndex::build(&model).unwrap();
+    let index = epm_core::model::ModelIndex::build(&model).unwrap();
     let files: std::collections::HashSet<usize> = index
         .layers
         .iter()

@@ -17,6 +17,9 @@ popularity skew alone, and skew with temporal locality.
 """
 import argparse, json, os, subprocess, sys, tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from epmlib import run  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PROMPT = os.path.join(ROOT, "bench", "w1-prompt-128.txt")
@@ -29,11 +32,6 @@ TARGETS = [  # (top_k, cache MiB, policy, published hit rate)
 DEFAULT_GRID = ("0.6,0,32;"  # today's model: popularity skew only
                 "0.3,0.5,16;0.3,0.6,16;0.3,0.7,16;0.45,0.5,16;0.45,0.6,16;0.45,0.7,16;"
                 "0.3,0.6,48;0.45,0.6,48;0.3,0.7,48;0.6,0.6,16;0.6,0.7,16")
-
-
-def run(cmd, **kw):
-    print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    return subprocess.run(cmd, check=True, **kw)
 
 
 def figures(binary, model, trace, layers, n_expert, tmp):

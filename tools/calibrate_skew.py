@@ -11,30 +11,13 @@ chosen skew to validate/skew-calibration.json.
 
     python3 tools/calibrate_skew.py [--bin target/release/epm-run] [--skews 0,1,1.5,2,2.5,3]
 """
-import argparse, json, os, struct, subprocess, sys, tempfile
+import argparse, json, os, subprocess, sys, tempfile
 from collections import OrderedDict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from epmlib import read_trace  # noqa: E402
+
 TARGET = {0.5: 0.89, 0.25: 0.67, 0.125: 0.45}
-
-
-def read_trace(path):
-    """Yields (step, layer, [[ids] per token]); a layer not above the previous starts a step."""
-    data = open(path, "rb").read()
-    assert data[:8] in (b"EPMTRC01", b"EPMTRC02"), "not an EPM routing trace"
-    fixed = 12 if data[:8] == b"EPMTRC02" else 8  # version 2 adds a flags word
-    n_expert, n_used = struct.unpack_from("<II", data, 8)
-    off, step, prev = 16, -1, None
-    records = []
-    while off < len(data):
-        layer, n_tok = struct.unpack_from("<II", data, off)
-        off += fixed
-        ids = struct.unpack_from("<%dH" % (n_tok * n_used), data, off)
-        off += 2 * n_tok * n_used
-        if prev is None or layer <= prev:
-            step += 1
-        prev = layer
-        records.append((step, layer, [ids[t * n_used:(t + 1) * n_used] for t in range(n_tok)]))
-    return n_expert, n_used, records
 
 
 def lru_hit_rate(records, n_expert, fraction, decode_from):

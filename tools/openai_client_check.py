@@ -12,11 +12,11 @@ import argparse, json, os, platform, signal, subprocess, sys, tempfile
 import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import epm_serve  # noqa: E402
+from epmlib import start_server  # noqa: E402
 
 
 def start(binary, model, extra):
-    proc, port = epm_serve.start([binary, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"] + extra, 60)
+    proc, port = start_server([binary, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"] + extra, 60)
     return proc, f"http://127.0.0.1:{port}"
 
 

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Two builds of epm-run compute the same: tokens and dumped logits byte for byte, on every
 `-mini` preset and the tiny models, unpaged and paged at the plan's minimum. Used to check
-the `cc` build of llama.cpp against the CMake build it replaced, and to record the golden
-logits digests that tests/kernels.rs compares with.
+the `cc` build of llama.cpp against the CMake build it replaced, to record the golden
+logits digests that tests/kernels.rs compares with (`--golden`), and to check a refactor
+against the build before it: `--synth` also compares the files each build synthesizes,
+`--serve` also compares what `serve --parallel 1` answers (chat and completions, greedy).
 
     python3 tools/validate_build.py --bin OLD --bin NEW [--out validate/build-cc-vs-cmake.json]
-        [--golden tests/golden/logits.json]
+        [--golden tests/golden/logits.json | --golden ''] [--synth] [--serve]
 """
-import argparse, hashlib, json, os, platform, subprocess, sys, tempfile
+import argparse, hashlib, http.client, json, os, platform, subprocess, sys, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from epmlib import start_server  # noqa: E402
 
 PRESETS = ["tiny", "tiny-dense", "tiny-split", "qwen3-30b-a3b-mini", "smallthinker-4b-mini",
            "qwen3.6-35b-a3b-mini", "minicpm-v4.7-35b-a3b-mini", "ling-3.0-flash-mini"]
@@ -43,11 +48,42 @@ def run(binary, model, mode, tmp, tag):
             "logits_sha256": hashlib.sha256(open(logits, "rb").read()).hexdigest()}
 
 
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def post(port, path, body):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read())
+
+
+def served(binary, model, flags):
+    """What a `--parallel 1` server answers: a chat reply and a completion, greedy."""
+    proc, port = start_server([binary, "serve", "-m", model, "--port", "0", "-c", "1024", "-t", "2"] + flags, 120)
+    try:
+        _, chat = post(port, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": PROMPT}], "max_tokens": int(N), "temperature": 0})
+        _, comp = post(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": int(N), "temperature": 0})
+        return {"chat": chat["choices"][0]["message"]["content"], "chat_usage": chat["usage"],
+                "completion": comp["choices"][0]["text"], "completion_usage": comp["usage"]}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", action="append", required=True)
     ap.add_argument("--out", default="validate/build-cc-vs-cmake.json")
     ap.add_argument("--golden", default="tests/golden/logits.json")
+    ap.add_argument("--synth", action="store_true", help="compare the models each build synthesizes")
+    ap.add_argument("--serve", action="store_true", help="compare what serve --parallel 1 answers")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="epm-build-check-")
     rows, golden = [], {}
@@ -57,6 +93,18 @@ def main():
         out = os.path.join(tmp, name + ".gguf")
         subprocess.run([a.bin[0], "synth", "--preset", preset, "-o", out] + split, check=True, capture_output=True)
         model = first_shard(tmp, name) if not os.path.exists(out) else out
+        if a.synth:
+            digests = []
+            for i, b in enumerate(a.bin):
+                d = os.path.join(tmp, f"synth-{i}")
+                os.makedirs(d, exist_ok=True)
+                o = os.path.join(d, name + ".gguf")
+                subprocess.run([b, "synth", "--preset", preset, "-o", o], check=True, capture_output=True)
+                digests.append(sorted(sha256(os.path.join(d, f)) for f in os.listdir(d)))
+                subprocess.run(["rm", "-rf", d])
+            same = all(x == digests[0] for x in digests)
+            rows.append({"preset": preset, "mode": "synth", "identical": same, "files_sha256": digests})
+            print(preset, "synth", "identical" if same else "DIFFERENT", flush=True)
         plan = json.loads(subprocess.run([a.bin[0], "plan", "-m", model, "-c", "1024", "--json"],
                                          check=True, capture_output=True, text=True).stdout)
         min_mb = -(-plan["min_budget_bytes"] // (1 << 20))
@@ -71,11 +119,17 @@ def main():
                          "tokens": results[0]["ids"]})
             golden[f"{preset}/{mode}"] = results[0]["logits_sha256"]
             print(preset, mode, "identical" if same else "DIFFERENT", flush=True)
+            if a.serve:
+                answers = [served(b, model, flags) for b in a.bin]
+                same = all(x == answers[0] for x in answers)
+                rows.append({"preset": preset, "mode": f"serve-{mode}", "identical": same, "answers": answers})
+                print(preset, f"serve-{mode}", "identical" if same else "DIFFERENT", flush=True)
     model_name, flags = cpu_signature()
     report = {"what": "tokens and dumped logits of several epm-run builds, byte for byte",
               "command": "python3 tools/validate_build.py " + " ".join(sys.argv[1:]),
               "machine": {"cpu": model_name, "cpu_flags_sha256": flags, "kernel": platform.release()},
               "binaries": a.bin, "prompt": PROMPT, "n_predict": int(N),
+              "checks": ["generate"] + (["synth"] if a.synth else []) + (["serve --parallel 1"] if a.serve else []),
               "all_identical": all(r["identical"] for r in rows), "runs": rows}
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     json.dump(report, open(a.out, "w"), indent=2)

@@ -8,50 +8,17 @@ records tokens/logits identity, peak RSS split, evictions, hit rate and tok/s.
 
     python3 tools/validate_core.py [--bin target/release/epm-run] [--out validate/core-paging.json]
 """
-import argparse, hashlib, json, os, platform, subprocess, sys, tempfile
+import argparse, hashlib, json, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import epm_stats  # noqa: E402
+from epmlib import Cgroup, machine, run, stats_decode  # noqa: E402
 
 MIB = 1 << 20
 PROMPT = "The quick brown fox jumps over the lazy dog, and the pager reads each expert"
 
 
-def machine():
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    mem = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
-    return {"cpu": cpu, "cores": os.cpu_count(), "mem_bytes": mem, "kernel": platform.release()}
-
-
-def run(cmd, cgroup=None):
-    if cgroup:
-        cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(cgroup, "cgroup.procs")] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
-    return p.stdout
-
-
-def make_cgroup(limit, tag):
-    root = "/sys/fs/cgroup/memory"
-    path = os.path.join(root, f"epm-validate-{os.getpid()}-{tag}")
-    try:
-        os.mkdir(path)
-        open(os.path.join(path, "memory.limit_in_bytes"), "w").write(str(limit))
-        sw = os.path.join(path, "memory.memsw.limit_in_bytes")
-        if os.path.exists(sw):
-            open(sw, "w").write(str(limit))
-        return path
-    except OSError:
-        return None
-
-
-def cgroup_facts(path):
-    oc = open(os.path.join(path, "memory.oom_control")).read()
-    kills = next((int(l.split()[1]) for l in oc.splitlines() if l.startswith("oom_kill ")), 0)
-    usage = int(open(os.path.join(path, "memory.max_usage_in_bytes")).read())
-    os.rmdir(path)
-    return {"cap": "cgroup-v1", "oom_kills": kills, "max_usage_bytes": usage}
+def run_capped(cmd, cgroup=None):
+    return run(cgroup.wrap(cmd) if cgroup else cmd, capture_output=True, text=True).stdout
 
 
 def main():
@@ -62,8 +29,8 @@ def main():
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     model = os.path.join(tmp, "tiny64.gguf")
-    run([a.bin, "synth", "--preset", "tiny", "--experts", "64", "-o", model])
-    plan = json.loads(run([a.bin, "plan", "-m", model, "-c", "1024", "--json"]))
+    run_capped([a.bin, "synth", "--preset", "tiny", "--experts", "64", "-o", model])
+    plan = json.loads(run_capped([a.bin, "plan", "-m", model, "-c", "1024", "--json"]))
     min_mb = -(-plan["min_budget_bytes"] // MIB)
     rows = []
     ref = None
@@ -73,8 +40,8 @@ def main():
         cmd = [a.bin, "generate", "-m", model, "-p", PROMPT, "-n", str(a.n), "-c", "1024", "-t", "2",
                "--stats-file", stats, "--dump-logits", logits] + flags
         budget = int(flags[1]) * MIB if flags[0] == "--ram-budget-mb" else None
-        cg = make_cgroup(budget, label) if budget else None
-        run(cmd, cg)
+        cg = Cgroup(budget, label) if budget and Cgroup.available() else None
+        run_capped(cmd, cg)
         s = json.load(open(stats))
         digest = hashlib.sha256(open(logits, "rb").read()).hexdigest()
         if ref is None:
@@ -95,7 +62,8 @@ def main():
             "within_budget": budget is None or s["memory"]["peak_rss_bytes"] <= budget,
         }
         if cg:
-            row["cgroup"] = cgroup_facts(cg)
+            row["cgroup"] = cg.facts()
+            cg.close()
         elif budget:
             row["cgroup"] = {"cap": "none (no writable cgroup v1 memory controller)"}
         rows.append(row)
@@ -114,7 +82,7 @@ def main():
     for r in rows:
         m = r["memory"]
         print(f'{r["config"]:<14} peak {m["peak_rss_bytes"]/MIB:7.1f} MiB (anon {m["peak_rss_anon_bytes"]/MIB:5.1f}, file {m["peak_rss_file_bytes"]/MIB:6.1f})'
-              f' budget {(r["budget_bytes"] or 0)/MIB:6.0f}  decode hit {epm_stats.decode(r)["cache_hit_rate"] or 0:.3f} evict {r["experts"]["evictions"]:5d}'
+              f' budget {(r["budget_bytes"] or 0)/MIB:6.0f}  decode hit {stats_decode(r)["cache_hit_rate"] or 0:.3f} evict {r["experts"]["evictions"]:5d}'
               f'  prefill {r["tok_per_s"]["prefill"]:6.1f} decode {r["tok_per_s"]["decode"]:6.1f} tok/s')
     subprocess.run(["rm", "-rf", tmp])
 

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use epm_bench::harness::{self, cap::CapKind, RunConfig};
-use epm_core::plan::Threads;
+use epm_bench::harness::{self, cap::CapKind, RunConfig, Variant};
+use epm_core::threads::Threads;
+use epm_sys::proc::QueueSetting;
 
 use super::exit::UsageError;
 use super::{create_parent, open_index, self_exe, signals};
@@ -52,6 +53,33 @@ pub struct AbArgs {
     /// Keep the page cache between runs (default: every run starts cold).
     #[arg(long)]
     warm: bool,
+    /// A further epm run with flags of its own, LABEL=FLAGS (repeat for several), e.g.
+    /// --variant 'populate-4=--no-predict --prefetch populate --io-threads 4'. Variants run
+    /// after the configurations in every repetition, alternating; their output must equal
+    /// the reference's (or, without one, the first run's).
+    #[arg(long = "variant", allow_hyphen_values = true)]
+    variants: Vec<Variant>,
+    /// Run a variant with another epm-run build: LABEL=PATH (its label must be a --variant).
+    #[arg(long = "variant-exe")]
+    variant_exes: Vec<String>,
+    /// Hold a queue setting of the model's disk for the whole set, SETTING=VALUE (repeat):
+    /// read_ahead_kb or max_sectors_kb. Restored afterwards.
+    #[arg(long = "device-queue")]
+    device_queue: Vec<String>,
+}
+
+/// `SETTING=VALUE` of `--device-queue`.
+fn queue_setting(s: &str) -> Result<(QueueSetting, u64)> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        UsageError(format!(
+            "--device-queue {s:?}: give SETTING=VALUE, e.g. read_ahead_kb=128"
+        ))
+    })?;
+    let setting: QueueSetting = k.parse().map_err(UsageError)?;
+    let value = v
+        .parse::<u64>()
+        .map_err(|_| UsageError(format!("--device-queue {s:?}: {v:?} is not a number")))?;
+    Ok((setting, value))
 }
 
 pub fn run(a: AbArgs) -> Result<()> {
@@ -66,6 +94,28 @@ pub fn run(a: AbArgs) -> Result<()> {
         (None, Some(f)) => vec!["-f".to_string(), f.display().to_string()],
         (None, None) => vec!["-p".to_string(), "The quick brown fox jumps over the lazy dog. Experts are paged in as routing asks for them.".to_string()],
     };
+    let mut variants = a.variants.clone();
+    for v in &a.variant_exes {
+        let (label, path) = v
+            .split_once('=')
+            .ok_or_else(|| UsageError(format!("--variant-exe {v:?}: give LABEL=PATH")))?;
+        let Some(var) = variants.iter_mut().find(|x| x.label == label) else {
+            bail!(UsageError(format!(
+                "--variant-exe {label}: no --variant has that label"
+            )));
+        };
+        if !std::path::Path::new(path).is_file() {
+            bail!(UsageError(format!(
+                "--variant-exe {label}: {path} is not a file"
+            )));
+        }
+        var.exe = Some(PathBuf::from(path));
+    }
+    let queue_settings = a
+        .device_queue
+        .iter()
+        .map(|s| queue_setting(s))
+        .collect::<Result<Vec<_>>>()?;
     let interrupted = signals::interrupt_flag()?;
     create_parent(&a.out)?;
     let work_dir = std::env::temp_dir().join(format!("epm-ab-{}", std::process::id()));
@@ -92,6 +142,8 @@ pub fn run(a: AbArgs) -> Result<()> {
         kernel_readahead_kb: a.kernel_readahead_kb,
         configs,
         epm_args: a.epm_args.clone(),
+        variants,
+        queue_settings,
         warm: a.warm,
         work_dir: work_dir.clone(),
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
@@ -101,12 +153,8 @@ pub fn run(a: AbArgs) -> Result<()> {
     }
     let result = harness::run_ab(&cfg, &interrupted, |row| {
         eprintln!(
-            "rep {} budget {} MiB {:<9} {} ({:.1} s)",
-            row.rep,
-            row.budget_mb,
-            row.config.name(),
-            row.outcome,
-            row.child.wall_s
+            "rep {} budget {} MiB {:<14} {} ({:.1} s)",
+            row.rep, row.budget_mb, row.label, row.outcome, row.child.wall_s
         );
     });
     let _ = std::fs::remove_dir_all(&work_dir);

@@ -5,6 +5,7 @@ mod ab;
 mod demo;
 pub mod exit;
 mod generate;
+mod model_run;
 mod paging;
 mod plan;
 mod probe_io;
@@ -20,9 +21,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 
+use epm_core::model::ModelIndex;
 use epm_core::plan::{self as planning, RunShape};
 use epm_core::units::MIB;
-use epm_gguf::{GgufModel, ModelIndex};
+use epm_gguf::GgufModel;
 use epm_sys::proc;
 use exit::UsageError;
 

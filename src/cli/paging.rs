@@ -1,20 +1,12 @@
-//! Flags and set-up shared by the commands that run a model (`generate`, `serve`): how
-//! experts are paged, the pager mode for a budget, and the run's stats.
+//! How experts are paged: the paging flags of the commands that run a model.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use anyhow::Result;
 use clap::{Args, ValueEnum};
 
 use epm_core::pager::CachePolicy;
-use epm_core::plan::{make_plan, ComputeThreads, RunShape, Threads};
-use epm_core::stats::{PagerCounters, RunStats};
-use epm_engine::{PagerMode, PagingOptions, Prediction};
-use epm_gguf::ModelIndex;
+use epm_engine::{PagingOptions, Prediction};
 use epm_sys::Prefetch;
-
-use super::budget_bytes;
 
 /// How experts are paged: flags shared by `generate` and `serve`.
 #[derive(Args, Debug)]
@@ -121,98 +113,4 @@ impl PagingArgs {
             trace_file: self.trace_file.clone(),
         }
     }
-}
-
-/// Whether a run pages experts, and its budget in bytes if so: `--ram-budget-mb`, or the
-/// default (80% of available memory or of the cgroup limit).
-pub fn paged_budget(
-    index: &ModelIndex,
-    ram_budget_mb: Option<u64>,
-    no_pager: bool,
-    upstream_mmap: bool,
-) -> Result<Option<u64>> {
-    let paged = !upstream_mmap && !no_pager && index.is_moe();
-    paged.then(|| budget_bytes(ram_budget_mb)).transpose()
-}
-
-/// The pager mode a command's flags ask for: upstream's loading, no pager, or paging within
-/// `budget` (from [`paged_budget`]; checked against the plan's minimum for `shape`). A
-/// model without routed experts runs unpaged, with a notice.
-pub fn pager_mode(
-    index: &ModelIndex,
-    model: &Path,
-    budget: Option<u64>,
-    no_pager: bool,
-    upstream_mmap: bool,
-    shape: RunShape,
-) -> Result<PagerMode> {
-    if upstream_mmap {
-        return Ok(PagerMode::UpstreamMmap);
-    }
-    if no_pager {
-        return Ok(PagerMode::Off);
-    }
-    if !index.is_moe() {
-        eprintln!(
-            "notice: {} has no routed experts ({} architecture); running unpaged",
-            model.display(),
-            index.arch
-        );
-        return Ok(PagerMode::Off);
-    }
-    let Some(budget) = budget else {
-        return Ok(PagerMode::Off);
-    };
-    make_plan(index, shape, budget, epm_sys::page_size() as u64).check()?;
-    Ok(PagerMode::On {
-        budget_bytes: budget,
-    })
-}
-
-/// The run's shared stats for `mode`.
-pub fn run_stats(index: &ModelIndex, model: &Path, mode: PagerMode) -> Arc<RunStats> {
-    let budget = match mode {
-        PagerMode::On { budget_bytes } => budget_bytes,
-        _ => 0,
-    };
-    Arc::new(RunStats {
-        pager_enabled: budget > 0,
-        budget_bytes: budget,
-        model_path: model.to_path_buf(),
-        model_bytes: index.model_bytes(),
-        expert_bytes: index.expert_bytes,
-        pager: Arc::new(PagerCounters::new(
-            index.layers.iter().map(|l| l.layer),
-            index.n_expert,
-        )),
-        ..Default::default()
-    })
-}
-
-/// The cores this process may run on.
-pub fn available_cores() -> u32 {
-    std::thread::available_parallelism().map_or(2, |n| n.get() as u32)
-}
-
-/// Compute threads for `-t` on `cores` cores (`auto`: see `ComputeThreads::new`).
-pub fn compute_threads(
-    t: Threads,
-    cores: u32,
-    index: &ModelIndex,
-    mode: PagerMode,
-    shape: RunShape,
-) -> ComputeThreads {
-    let expert_budget = match mode {
-        PagerMode::On { budget_bytes } => Some(
-            make_plan(index, shape, budget_bytes, epm_sys::page_size() as u64).expert_budget_bytes,
-        ),
-        _ => None,
-    };
-    ComputeThreads::new(t, cores, expert_budget, index.expert_bytes)
-}
-
-/// `--stats-file`, else `$EPM_STATS_FILE`.
-pub fn stats_path(flag: &Option<PathBuf>) -> Option<PathBuf> {
-    flag.clone()
-        .or_else(|| std::env::var_os("EPM_STATS_FILE").map(PathBuf::from))
 }

@@ -5,13 +5,12 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use serde_json::json;
-
 use epm_core::pager::LayerSpec;
 use epm_core::plan::{make_plan, RunShape};
-use epm_core::sim::{self, Key, PolicyKind, Step};
+use epm_core::sim::report::{evaluate, Grid, Report};
+use epm_core::sim::{self, Costs, PolicyKind, Step};
 use epm_core::trace::Trace;
-use epm_core::units::{mib_f, MIB};
+use epm_core::units::MIB;
 
 use super::exit::UsageError;
 use super::{create_parent, open_index};
@@ -80,7 +79,8 @@ pub fn run(a: SimArgs) -> Result<()> {
     }
     // Each expert's cost, and the capacities in the same unit.
     let index = a.model.as_deref().map(open_index).transpose()?;
-    let costs: std::collections::HashMap<Key, u64> = match &index {
+    let page = epm_sys::page_size() as u64;
+    let costs = match &index {
         Some(ix) => {
             if ix.n_expert != n_expert {
                 bail!(UsageError(format!(
@@ -88,35 +88,18 @@ pub fn run(a: SimArgs) -> Result<()> {
                     ix.n_expert
                 )));
             }
-            let page = epm_sys::page_size() as u64;
-            LayerSpec::from_index(ix)
-                .into_iter()
-                .flat_map(|l| {
-                    (0..n_expert)
-                        .map(move |e| ((l.layer, e as u16), l.expert_cost(u64::from(e), page)))
-                })
-                .collect()
+            Costs::model(LayerSpec::from_index(ix), page)
         }
-        None => Default::default(),
+        None => Costs::units(traces[0].layers()),
     };
-    let unit = |k: Key| costs.get(&k).copied().unwrap_or(1);
-    let mean_cost = if costs.is_empty() {
-        1
-    } else {
-        costs.values().sum::<u64>() / costs.len() as u64
-    };
+    let mean_cost = costs.mean(n_expert);
     let capacities: Vec<u64> = if !a.capacity_experts.is_empty() {
         a.capacity_experts.iter().map(|&n| n * mean_cost).collect()
     } else if let (Some(ix), false) = (&index, a.budget_mb.is_empty()) {
         a.budget_mb
             .iter()
             .map(|&mb| {
-                let p = make_plan(
-                    ix,
-                    RunShape::new(a.ctx, 128),
-                    mb * MIB,
-                    epm_sys::page_size() as u64,
-                );
+                let p = make_plan(ix, RunShape::new(a.ctx, 128), mb * MIB, page);
                 (mb * MIB).saturating_sub(p.reserve_bytes)
             })
             .collect()
@@ -128,46 +111,14 @@ pub fn run(a: SimArgs) -> Result<()> {
         ));
     };
     let per_trace_steps: Vec<Vec<Step>> = traces.iter().map(sim::steps).collect();
-    let n_layers = traces[0].layers().len();
-    let mut rows = Vec::new();
-    for &cap in &capacities {
-        let cap_experts = (cap / mean_cost.max(1)) as usize;
-        let mut results = serde_json::Map::new();
-        let mut belady_rate = None;
-        for &kind in &policies {
-            let mut total = sim::Outcome::default();
-            for steps in &per_trace_steps {
-                let mut p = kind.build(steps, n_layers, cap, cap_experts, &unit);
-                let mut guesses = sim::simulated_guesses(steps, a.predict_accuracy, n_expert);
-                let o = sim::replay(steps, p.as_mut(), cap, &unit, Some(&mut guesses));
-                total.selected += o.selected;
-                total.hits += o.hits;
-                total.miss_bytes += o.miss_bytes;
-                total.decode_routings += o.decode_routings;
-            }
-            if kind == PolicyKind::Belady {
-                belady_rate = Some(total.hit_rate());
-            }
-            results.insert(
-                kind.name(),
-                json!({"hit_rate": total.hit_rate(), "hits": total.hits, "selected": total.selected,
-                       "miss_bytes": total.miss_bytes, "decode_routings": total.decode_routings}),
-            );
-        }
-        if let Some(b) = belady_rate.filter(|&b| b > 0.0) {
-            for v in results.values_mut() {
-                let r = v["hit_rate"].as_f64().unwrap_or(0.0);
-                v["of_belady"] = json!(r / b);
-            }
-        }
-        rows.push(json!({
-            "capacity_bytes": cap,
-            "capacity_mib": mib_f(cap),
-            "capacity_experts": cap_experts,
-            "capacity_share": cap_experts as f64 / (n_layers as f64 * f64::from(n_expert)),
-            "policies": results,
-        }));
-    }
+    let rows = evaluate(&Grid {
+        traces: &per_trace_steps,
+        costs: &costs,
+        n_expert,
+        capacities: &capacities,
+        policies: &policies,
+        predict_accuracy: a.predict_accuracy,
+    });
     // The table.
     print!("{:>10} {:>8}", "MiB", "experts");
     for p in &policies {
@@ -175,61 +126,49 @@ pub fn run(a: SimArgs) -> Result<()> {
     }
     println!();
     for r in &rows {
-        print!(
-            "{:>10.0} {:>8}",
-            r["capacity_mib"].as_f64().unwrap_or(0.0),
-            r["capacity_experts"]
-        );
+        print!("{:>10.0} {:>8}", r.capacity_mib, r.capacity_experts);
         for p in &policies {
-            print!(
-                " {:>14.3}",
-                r["policies"][p.name().as_str()]["hit_rate"]
-                    .as_f64()
-                    .unwrap_or(0.0)
-            );
+            print!(" {:>14.3}", r.policies[&p.name()].hit_rate);
         }
         println!();
     }
-    let report = json!({
-        "what": "decode cache hit rates of expert-cache policies, replaying routing traces",
-        "command": std::env::args().collect::<Vec<_>>().join(" "),
-        "traces": a.traces,
-        "model": a.model,
-        "top_k": a.top_k,
-        "n_expert": n_expert,
-        "n_layers": n_layers,
-        "predict_accuracy": a.predict_accuracy,
-        "mean_expert_bytes": mean_cost,
-        "rows": rows,
-    });
+    let report = Report {
+        what: "decode cache hit rates of expert-cache policies, replaying routing traces".into(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        traces: a.traces.clone(),
+        model: a.model.clone(),
+        top_k: a.top_k,
+        n_expert,
+        n_layers: costs.layers.len(),
+        predict_accuracy: a.predict_accuracy,
+        mean_expert_bytes: mean_cost,
+        rows,
+    };
     create_parent(&a.out)?;
     epm_sys::fs::write_atomic(&a.out, &serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("writing {}", a.out.display()))?;
     println!("wrote {}", a.out.display());
     if let Some(png) = &a.plot {
+        let by_mib = index.is_some();
         let series: Vec<epm_bench::plot::Series> = policies
             .iter()
             .map(|p| epm_bench::plot::Series {
                 label: p.name(),
-                points: rows
+                points: report
+                    .rows
                     .iter()
                     .map(|r| {
-                        let x = if index.is_some() {
-                            r["capacity_mib"].as_f64().unwrap_or(0.0)
+                        let x = if by_mib {
+                            r.capacity_mib
                         } else {
-                            r["capacity_experts"].as_f64().unwrap_or(0.0)
+                            r.capacity_experts as f64
                         };
-                        (
-                            x,
-                            r["policies"][p.name().as_str()]["hit_rate"]
-                                .as_f64()
-                                .unwrap_or(0.0),
-                        )
+                        (x, r.policies[&p.name()].hit_rate)
                     })
                     .collect(),
             })
             .collect();
-        let x_desc = if index.is_some() {
+        let x_desc = if by_mib {
             "expert cache (MiB)"
         } else {
             "expert cache (experts)"

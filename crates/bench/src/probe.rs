@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use epm_core::model::ModelIndex;
 use epm_core::units::MIB;
-use epm_gguf::{GgufModel, ModelIndex};
+use epm_gguf::GgufModel;
 use epm_synth::quant::Rng;
 use epm_sys::fs::AlignedBuf;
 use epm_sys::proc::{machine, read_ahead_kb, Machine};

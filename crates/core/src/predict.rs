@@ -4,7 +4,7 @@
 //! Allocation-free after construction; the engine's hook feeds it slices it reads from
 //! llama.cpp's tensors.
 
-use epm_gguf::{GatingFunc, RoutingRule};
+use crate::model::{GatingFunc, RoutingRule};
 
 /// Router logits to the scores experts are selected by, as `build_moe_ffn` computes them.
 /// Only needed when a bias is added or groups are ranked: every gating function is

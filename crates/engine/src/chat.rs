@@ -95,40 +95,76 @@ pub fn content_text(content: &Value) -> String {
     }
 }
 
-impl Engine {
-    /// Render a conversation for this model: `template` (the model's own when `None`) with
-    /// the Jinja engine; if that fails, llama.cpp's built-in template of the same family,
-    /// which sees only roles and text.
-    pub fn render_chat(
+/// A model's chat format, compiled once: its Jinja template (the model's own, or one that
+/// overrides it), with llama.cpp's built-in template of the same family as the fallback
+/// when the Jinja engine cannot compile or render it (the built-in sees roles and text only).
+pub struct ChatRenderer {
+    jinja: Option<ChatTemplate>,
+    /// The template's text, for the built-in fallback; `None`: the model has no template.
+    source: Option<String>,
+}
+
+impl ChatRenderer {
+    /// Whether there is a template at all.
+    pub fn has_template(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// The template's text.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// Render a conversation (OpenAI's message objects) with the generation prompt.
+    pub fn render(
         &self,
-        template: Option<&ChatTemplate>,
+        engine: &Engine,
         messages: &[Value],
         tools: Option<&Value>,
         extra: Option<&serde_json::Map<String, Value>>,
     ) -> Result<String, EngineError> {
-        let own;
-        let template = match template {
-            Some(t) => t,
-            None => {
-                let src = self.chat_template().ok_or(EngineError::NoChatTemplate)?;
-                own = ChatTemplate::new(&src);
-                match &own {
-                    Ok(t) => t,
-                    Err(e) => {
-                        tracing::warn!("{e}; using llama.cpp's built-in template");
-                        return self.builtin_chat(&src, messages);
-                    }
-                }
-            }
-        };
-        let (bos, eos) = self.bos_eos_text();
-        match template.render(messages, tools, extra, true, &bos, &eos) {
-            Ok(text) => Ok(text),
-            Err(e) => {
-                tracing::warn!("{e}; using llama.cpp's built-in template");
-                self.builtin_chat(template.source(), messages)
+        let source = self.source.as_deref().ok_or(EngineError::NoChatTemplate)?;
+        if let Some(t) = &self.jinja {
+            let (bos, eos) = engine.bos_eos_text();
+            match t.render(messages, tools, extra, true, &bos, &eos) {
+                Ok(text) => return Ok(text),
+                Err(e) => tracing::warn!("{e}; using llama.cpp's built-in template"),
             }
         }
+        engine.builtin_chat(source, messages)
+    }
+}
+
+impl Engine {
+    /// The chat format to render with: `override_source` (which must compile), else the
+    /// model's own `tokenizer.chat_template`.
+    pub fn chat_renderer(
+        &self,
+        override_source: Option<&str>,
+    ) -> Result<ChatRenderer, EngineError> {
+        if let Some(src) = override_source {
+            return Ok(ChatRenderer {
+                jinja: Some(ChatTemplate::new(src)?),
+                source: Some(src.to_string()),
+            });
+        }
+        let Some(src) = self.chat_template() else {
+            return Ok(ChatRenderer {
+                jinja: None,
+                source: None,
+            });
+        };
+        let jinja = match ChatTemplate::new(&src) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!("{e}; using llama.cpp's built-in template");
+                None
+            }
+        };
+        Ok(ChatRenderer {
+            jinja,
+            source: Some(src),
+        })
     }
 
     fn builtin_chat(&self, source: &str, messages: &[Value]) -> Result<String, EngineError> {

@@ -12,13 +12,14 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
-use epm_core::plan::{self, BelowMinimum, Measured, RunShape};
+use epm_core::budget::{BudgetInputs, Budgets};
+use epm_core::model::ModelIndex;
+use epm_core::plan::{self, Measured, RunShape};
 use epm_core::stats::RunStats;
-use epm_gguf::ModelIndex;
 use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
-use crate::hook::attach::{self, Budgets, PagingOptions};
+use crate::hook::attach::{self, PagingOptions};
 use crate::hook::HookedContext;
 use crate::session::Session;
 
@@ -191,31 +192,25 @@ impl Engine {
             };
             let reserve = plan::measured_reserve(&self.index, measured);
             tracing::info!("measured after load: {measured:?}");
-            self.stats.reserve_bytes.set(reserve);
             let page = epm_sys::page_size() as u64;
-            let ws = plan::ubatch_working_set(&self.index, s.n_ubatch, page);
-            if budget_bytes < reserve + ws {
-                return Err(BelowMinimum {
-                    budget_bytes,
-                    min_bytes: reserve + ws,
-                    shape: s.shape(),
-                    measured: Some((reserve, ws)),
-                }
-                .into());
-            }
-            let expert_budget = budget_bytes - reserve;
-            self.stats.expert_budget_bytes.set(expert_budget);
+            let budgets = Budgets::split(BudgetInputs {
+                total_bytes: budget_bytes,
+                reserve_bytes: reserve,
+                working_set_bytes: plan::ubatch_working_set(&self.index, s.n_ubatch, page),
+                expert_bytes: self.index.expert_bytes,
+                evict_thread: self.opts.paging.evict_thread,
+                shape: s.shape(),
+            })?;
+            self.stats.reserve_bytes.set(budgets.reserve);
+            self.stats.expert_budget_bytes.set(budgets.expert);
+            self.stats.evict_slack_bytes.set(budgets.evict_slack);
             tracing::info!(
                 "pager: budget {} MiB, measured reserve {} MiB, expert budget {} MiB of {} MiB experts",
                 budget_bytes >> 20,
-                reserve >> 20,
-                expert_budget >> 20,
+                budgets.reserve >> 20,
+                budgets.expert >> 20,
                 self.index.expert_bytes >> 20
             );
-            let budgets = Budgets {
-                expert: expert_budget,
-                rss_limit: budget_bytes - plan::margin_for(0) / 4,
-            };
             let active = attach::attach(&self.index, &self.opts.paging, budgets, &self.stats)?;
             *hooked
                 .hook()
@@ -244,14 +239,6 @@ impl Engine {
             .into_iter()
             .map(|t| t.0)
             .collect()
-    }
-
-    /// The bytes of one token's text (special tokens rendered as their text).
-    pub fn piece(&self, token: i32, out: &mut Vec<u8>) {
-        out.clear();
-        self.model
-            .vocab()
-            .token_to_piece_into(LlamaToken(token), out, true, None);
     }
 
     /// The bytes of one token's text as plain output (special tokens left out).

@@ -39,6 +39,8 @@ pub enum EngineError {
     NoChatTemplate,
     #[error(transparent)]
     Template(#[from] crate::chat::TemplateError),
+    #[error("the server is shutting down; this generation was cut short")]
+    ShuttingDown,
 }
 
 impl EngineError {

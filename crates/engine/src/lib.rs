@@ -2,8 +2,8 @@
 //! llama-cpp-2 (no populate, no extra buffer types); a [`Session`] on it is one llama.cpp
 //! context with the pager attached through the `cb_eval` [`hook`](crate::hook), and
 //! prefills, decodes, samples and keeps or drops KV prefixes for up to `n_seq` sequences.
-//! [`generate`] drives one sequence; [`telemetry`] turns the run's counters into the stats
-//! file.
+//! [`generation`] is the generation core that every client (`generate`, `--chat`, `serve`)
+//! drives; [`telemetry`] turns the run's counters into the stats file.
 //!
 //! No terminal I/O: progress and text reach the caller through callbacks and sinks. The
 //! only `unsafe` code is in the hook module (the FFI trampoline, the tensors it reads, and
@@ -14,7 +14,7 @@
 pub mod chat;
 mod engine;
 mod error;
-pub mod generate;
+pub mod generation;
 #[allow(unsafe_code)]
 mod hook;
 mod session;

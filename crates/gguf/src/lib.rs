@@ -1,12 +1,11 @@
-//! GGUF: our own reader and writer (pure Rust, no unsafe), split-file models, and the
-//! expert-tensor index the pager works from.
+//! GGUF, the file format: our own reader and writer (pure Rust, no unsafe) and split-file
+//! models. What the tensors mean (experts, routers, recurrent layers) is `epm_core::model`'s.
 //!
 //! Every count read from a file is checked against the bytes that remain before anything
 //! is allocated for it, so a malformed or truncated file yields a typed [`GgufError`].
 #![forbid(unsafe_code)]
 
 mod error;
-pub mod index;
 mod reader;
 #[cfg(test)]
 mod tests;
@@ -15,7 +14,6 @@ mod value;
 pub mod writer;
 
 pub use error::GgufError;
-pub use index::{ExpertTensor, GatingFunc, ModelIndex, MoeLayer, RouterTensor, RoutingRule};
 pub use reader::{split_path, GgufFile, GgufModel, TensorInfo};
 pub use types::GgmlType;
 pub use value::Value;

@@ -1,30 +1,38 @@
-//! `epm-run serve`: an OpenAI-compatible HTTP server over one EPM engine.
+//! `epm-run serve`: an HTTP server over one EPM engine, protocols as adapters over the
+//! engine's generation core.
 //!
-//! The model loads once, on a thread of its own that then runs every request
-//! ([`scheduler`]): `--parallel K` sequences share one llama.cpp context, each keeps its KV
-//! cache for prefix reuse, and each decode step batches every active sequence. HTTP is
-//! axum on tokio ([`routes`]); requests are rendered and tokenized there and handed over
-//! through a channel. Requests beyond `K` wait, up to `--queue N`; more are refused with
-//! 503 and `Retry-After`.
+//! The model loads once, on a thread of its own that then runs every request through the
+//! generation core ([`generation::engine_main`]): `--parallel K` slots share one llama.cpp
+//! context, each keeps its KV cache for prefix reuse, and each decode step batches every
+//! active slot. HTTP is axum on tokio. A protocol adapter ([`openai`]) turns a request into
+//! a job (rendering and tokenizing on the HTTP side) and the core's events into its own
+//! responses, stream and error shape; [`generation`] holds what adapters share (checks,
+//! admission, submission, collection); [`auth`] is a layer in front of everything but
+//! `/health`; [`ops`] and [`metrics`] serve the operator. A new protocol is a module like
+//! [`openai`] with its routes merged in [`router`].
 #![forbid(unsafe_code)]
 
-pub mod api;
+mod auth;
+pub mod error;
+pub mod generation;
 mod metrics;
-mod routes;
-pub mod scheduler;
-pub mod text;
+pub mod openai;
+mod ops;
+pub mod state;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use axum::extract::DefaultBodyLimit;
+use axum::Router;
+
+use epm_core::model::ModelIndex;
 use epm_core::stats::RunStats;
-use epm_engine::chat::ChatTemplate;
-use epm_engine::{Engine, EngineError, EngineOptions, SessionOptions};
-use epm_gguf::ModelIndex;
+use epm_engine::generation::Job;
+use epm_engine::{EngineError, EngineOptions, SessionOptions};
 
-pub use routes::router;
-use scheduler::{Job, Scheduler, Shared};
+use state::{AppState, ServerCounters};
 
 /// How to serve.
 pub struct ServerOptions {
@@ -69,24 +77,22 @@ impl ServeError {
     }
 }
 
-/// What the engine thread publishes once the model is loaded.
-pub struct Loaded {
-    pub engine: Arc<Engine>,
-    pub template: Option<ChatTemplate>,
-    pub n_ctx_per_seq: u32,
-}
-
-/// State every handler sees.
-pub struct AppState {
-    pub model_name: String,
-    pub api_key: Option<String>,
-    pub slots: usize,
-    pub queue: usize,
-    pub loaded: OnceLock<Loaded>,
-    pub shared: Arc<Shared>,
-    pub jobs: std::sync::Mutex<std::sync::mpsc::Sender<Job>>,
-    pub stats: Arc<RunStats>,
-    pub started: std::time::Instant,
+/// Every endpoint: the protocols' and the operator's behind the API key, `/health`
+/// outside it, bodies capped at `max_body_bytes`.
+pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
+    let keyed = Router::new()
+        .merge(openai::routes())
+        .merge(ops::routes())
+        .fallback(ops::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ));
+    Router::new()
+        .merge(ops::health_routes())
+        .merge(keyed)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
 }
 
 /// Serve until `shutdown` resolves: bind, load the model on the engine thread, answer
@@ -105,15 +111,16 @@ pub async fn serve(
         })?;
     let local = listener.local_addr().map_err(ServeError::Http)?;
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
-    let shared = Arc::new(Shared::default());
+    let counters = Arc::new(ServerCounters::default());
     let state = Arc::new(AppState {
         model_name: opts.model_name.clone(),
         api_key: opts.api_key.clone(),
         slots: opts.session.n_seq.max(1) as usize,
         queue: opts.queue,
         loaded: OnceLock::new(),
-        shared: shared.clone(),
-        jobs: std::sync::Mutex::new(tx),
+        server: counters.clone(),
+        generation: Default::default(),
+        jobs: Mutex::new(tx),
         stats: opts.stats.clone(),
         started: std::time::Instant::now(),
     });
@@ -122,7 +129,7 @@ pub async fn serve(
     let engine_state = state.clone();
     let engine_thread = std::thread::Builder::new()
         .name("epm-engine".into())
-        .spawn(move || engine_main(opts, engine_state, rx, load_tx))
+        .spawn(move || generation::engine_main(opts, engine_state, rx, load_tx))
         .map_err(ServeError::Http)?;
     on_listening(local);
     let app = router(state.clone(), max_body);
@@ -135,33 +142,33 @@ pub async fn serve(
         }
     });
     let stopper = {
-        let shared = shared.clone();
+        let server = counters.clone();
         let stop_tx = stop_tx.clone();
         tokio::spawn(async move {
             shutdown.await;
-            shared.stopping.store(true, Ordering::Release);
+            server.stopping.store(true, Ordering::Release);
             let _ = stop_tx.send(true);
         })
     };
     let mut stop_rx2 = stop_rx.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let http = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop_rx2.wait_for(|s| *s).await;
     });
     let watch_load = {
         let stop_tx = stop_tx.clone();
-        let shared = shared.clone();
+        let server = counters.clone();
         async move {
             let failed = load_failed.await.ok().flatten();
             if failed.is_some() {
-                shared.stopping.store(true, Ordering::Release);
+                server.stopping.store(true, Ordering::Release);
                 let _ = stop_tx.send(true);
             }
             failed
         }
     };
-    let (served, failed) = tokio::join!(server, watch_load);
+    let (served, failed) = tokio::join!(http, watch_load);
     stopper.abort();
-    shared.stopping.store(true, Ordering::Release);
+    counters.stopping.store(true, Ordering::Release);
     drop(stop_rx);
     let joined = tokio::task::spawn_blocking(move || engine_thread.join())
         .await
@@ -173,48 +180,6 @@ pub async fn serve(
         return Err(e.into());
     }
     served.map_err(ServeError::Http)
-}
-
-/// The engine thread: load, start the session, publish, then schedule until stopped.
-fn engine_main(
-    opts: ServerOptions,
-    state: Arc<AppState>,
-    jobs: std::sync::mpsc::Receiver<Job>,
-    loaded: tokio::sync::oneshot::Sender<Result<(), EngineError>>,
-) {
-    let template = match opts.chat_template.as_deref().map(ChatTemplate::new) {
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => {
-            let _ = loaded.send(Err(e.into()));
-            return;
-        }
-        None => None,
-    };
-    let engine = match Engine::load(opts.index, opts.engine, opts.stats.clone(), None) {
-        Ok(e) => Arc::new(e),
-        Err(e) => {
-            let _ = loaded.send(Err(e));
-            return;
-        }
-    };
-    let mut session = match engine.start(opts.session) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = loaded.send(Err(e));
-            return;
-        }
-    };
-    let _ = state.loaded.set(Loaded {
-        engine: engine.clone(),
-        template,
-        n_ctx_per_seq: session.n_ctx_per_seq(),
-    });
-    let _ = loaded.send(Ok(()));
-    tracing::info!("model loaded; serving");
-    let mut scheduler = Scheduler::new(&mut session, state.shared.clone());
-    scheduler.run(&jobs);
-    drop(scheduler);
-    session.finish();
 }
 
 /// The model's name for responses: the file name without `.gguf` (and shard suffix).

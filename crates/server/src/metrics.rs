@@ -1,208 +1,267 @@
-//! `/metrics`: Prometheus text exposition of the pager, the cache, memory against the
-//! budget, and the server's own queue and slots.
+//! `/metrics`: the pager, the cache, memory against the budget, and the server's queue and
+//! slots, in Prometheus text through `prometheus-client`. Every value is read at scrape
+//! time (a stats snapshot and the counters), so the families are constant metrics of a
+//! collector; labels are typed.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use epm_core::stats::Snapshot;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
-use crate::scheduler::Shared;
+use crate::state::AppState;
 
-/// One metric: its help, type and samples (`labels`, value).
-fn metric(out: &mut String, name: &str, help: &str, kind: &str, samples: &[(&str, f64)]) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (labels, v) in samples {
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {v}");
-        } else {
-            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+/// How a request ended.
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Completed,
+    Cancelled,
+    Failed,
+    RejectedOverload,
+}
+
+/// A generation phase.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Prompt,
+    Prefill,
+    Decode,
+}
+
+/// What the cache had for a selected expert.
+#[derive(Debug, Clone, Copy)]
+enum Selection {
+    CacheHit,
+    PrefetchHit,
+    Miss,
+}
+
+/// Prompt tokens by how they were handled.
+#[derive(Debug, Clone, Copy)]
+enum PromptTokens {
+    Evaluated,
+    Reused,
+}
+
+macro_rules! label_values {
+    ($($t:ty { $($v:ident => $s:literal),* $(,)? })*) => {$(
+        impl EncodeLabelValue for $t {
+            fn encode(&self, e: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                e.write_str(match self { $(<$t>::$v => $s),* })
+            }
         }
+    )*};
+}
+
+label_values! {
+    Outcome { Completed => "completed", Cancelled => "cancelled", Failed => "failed", RejectedOverload => "rejected_overload" }
+    Phase { Prompt => "prompt", Prefill => "prefill", Decode => "decode" }
+    Selection { CacheHit => "cache_hit", PrefetchHit => "prefetch_hit", Miss => "miss" }
+    PromptTokens { Evaluated => "evaluated", Reused => "reused" }
+}
+
+struct Scrape(Arc<AppState>);
+
+impl std::fmt::Debug for Scrape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scrape")
     }
 }
 
-pub fn render(s: &Snapshot, shared: &Shared, slots: usize, uptime_s: f64) -> String {
-    let mut o = String::new();
-    let n = |x: u64| x as f64;
-    let e = &s.experts;
-    metric(
-        &mut o,
-        "epm_up_seconds",
-        "Seconds since the server started.",
-        "gauge",
-        &[("", uptime_s)],
-    );
-    metric(
-        &mut o,
-        "epm_slots",
-        "Parallel sequences (--parallel).",
-        "gauge",
-        &[("", slots as f64)],
-    );
-    metric(
-        &mut o,
-        "epm_active_slots",
-        "Slots generating now.",
-        "gauge",
-        &[("", shared.active_slots.load(Ordering::Relaxed) as f64)],
-    );
-    metric(
-        &mut o,
-        "epm_queue_depth",
-        "Requests waiting for a slot.",
-        "gauge",
-        &[("", shared.waiting.load(Ordering::Relaxed) as f64)],
-    );
-    metric(
-        &mut o,
-        "epm_requests_total",
-        "Requests by how they ended.",
-        "counter",
-        &[
-            (
-                "outcome=\"completed\"",
-                n(shared.completed.load(Ordering::Relaxed)),
-            ),
-            (
-                "outcome=\"cancelled\"",
-                n(shared.cancelled.load(Ordering::Relaxed)),
-            ),
-            (
-                "outcome=\"failed\"",
-                n(shared.failed.load(Ordering::Relaxed)),
-            ),
-            (
-                "outcome=\"rejected_overload\"",
-                n(shared.rejected_overload.load(Ordering::Relaxed)),
-            ),
-        ],
-    );
-    metric(
-        &mut o,
-        "epm_prompt_tokens_total",
-        "Prompt tokens: evaluated, and reused from a slot's KV cache.",
-        "counter",
-        &[
-            ("kind=\"evaluated\"", n(s.tokens.prompt)),
-            ("kind=\"reused\"", n(s.tokens.prompt_reused)),
-        ],
-    );
-    metric(
-        &mut o,
-        "epm_generated_tokens_total",
-        "Tokens generated.",
-        "counter",
-        &[("", n(s.tokens.generated))],
-    );
-    metric(
-        &mut o,
-        "epm_decode_steps_total",
-        "Decode steps (one batch of every active slot).",
-        "counter",
-        &[("", n(s.io.decode_steps))],
-    );
-    metric(
-        &mut o,
-        "epm_tokens_per_second",
-        "Prompt tokens per second of prefill, and generated tokens per second of decode (all slots).",
-        "gauge",
-        &[("phase=\"prefill\"", s.tok_per_s.prefill), ("phase=\"decode\"", s.tok_per_s.decode)],
-    );
-    metric(
-        &mut o,
-        "epm_expert_selections_total",
-        "Distinct experts selected per routed layer and ubatch, by phase and what the cache had.",
-        "counter",
-        &[
-            (
-                "phase=\"prompt\",result=\"cache_hit\"",
-                n(e.prompt.cache_hits),
-            ),
-            (
-                "phase=\"prompt\",result=\"prefetch_hit\"",
-                n(e.prompt.prefetch_hits),
-            ),
-            ("phase=\"prompt\",result=\"miss\"", n(e.prompt.misses)),
-            (
-                "phase=\"decode\",result=\"cache_hit\"",
-                n(e.decode.cache_hits),
-            ),
-            (
-                "phase=\"decode\",result=\"prefetch_hit\"",
-                n(e.decode.prefetch_hits),
-            ),
-            ("phase=\"decode\",result=\"miss\"", n(e.decode.misses)),
-        ],
-    );
-    metric(
-        &mut o,
-        "epm_decode_cache_hit_rate",
-        "Decode selections resident before routing, prediction's reads not counted.",
-        "gauge",
-        &[("", e.decode.cache_hit_rate)],
-    );
-    metric(
-        &mut o,
-        "epm_expert_evictions_total",
-        "Experts evicted.",
-        "counter",
-        &[("", n(e.evictions))],
-    );
-    metric(
-        &mut o,
-        "epm_expert_resident_bytes",
-        "Expert bytes resident now.",
-        "gauge",
-        &[("", n(e.resident_bytes))],
-    );
-    metric(
-        &mut o,
-        "epm_expert_budget_bytes",
-        "Expert bytes allowed resident.",
-        "gauge",
-        &[("", n(s.expert_budget_bytes))],
-    );
-    metric(
-        &mut o,
-        "epm_read_bytes_total",
-        "Bytes this process read from storage.",
-        "counter",
-        &[("", n(s.io.read_bytes))],
-    );
-    metric(
-        &mut o,
-        "epm_rss_bytes",
-        "Total resident memory (anonymous + file) now.",
-        "gauge",
-        &[("", n(s.memory.rss_bytes))],
-    );
-    metric(
-        &mut o,
-        "epm_rss_peak_bytes",
-        "Peak total resident memory.",
-        "gauge",
-        &[("", n(s.memory.peak_rss_bytes))],
-    );
-    metric(
-        &mut o,
-        "epm_budget_bytes",
-        "The total-RSS budget (0 when unpaged).",
-        "gauge",
-        &[("", n(s.budget_bytes))],
-    );
-    metric(
-        &mut o,
-        "epm_swap_bytes",
-        "Swap used by this process.",
-        "gauge",
-        &[("", n(s.memory.swap_bytes))],
-    );
-    metric(
-        &mut o,
-        "epm_hook_busy_seconds_total",
-        "Time inside the pager's hook.",
-        "counter",
-        &[("", s.hook.busy_us as f64 / 1e6)],
-    );
-    o
+fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
+    let g = ConstGauge::new(v);
+    g.encode(e.encode_descriptor(name, help, None, g.metric_type())?)
+}
+
+/// A counter (its name gets `_total`).
+fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
+    let c = ConstCounter::new(v);
+    c.encode(e.encode_descriptor(name, help, None, c.metric_type())?)
+}
+
+fn family<L: EncodeLabelSet>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: &[(L, f64)],
+) -> std::fmt::Result {
+    let mut m = e.encode_descriptor(name, help, None, kind)?;
+    for (labels, v) in samples {
+        let sample = m.encode_family(labels)?;
+        match kind {
+            MetricType::Counter => ConstCounter::new(*v).encode(sample)?,
+            _ => ConstGauge::new(*v).encode(sample)?,
+        }
+    }
+    Ok(())
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let st = &self.0;
+        let s = epm_engine::telemetry::snapshot(&st.stats);
+        let g = &st.generation;
+        let n = |x: u64| x as f64;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let e = &mut e;
+        gauge(
+            e,
+            "epm_up_seconds",
+            "Seconds since the server started.",
+            st.started.elapsed().as_secs_f64(),
+        )?;
+        gauge(
+            e,
+            "epm_slots",
+            "Parallel sequences (--parallel).",
+            st.slots as f64,
+        )?;
+        gauge(
+            e,
+            "epm_active_slots",
+            "Slots generating now.",
+            g.active_slots.load(Ordering::Relaxed) as f64,
+        )?;
+        gauge(
+            e,
+            "epm_queue_depth",
+            "Requests waiting for a slot.",
+            g.waiting.load(Ordering::Relaxed) as f64,
+        )?;
+        let outcome = |o: Outcome| [("outcome", o)];
+        family(
+            e,
+            "epm_requests",
+            "Requests by how they ended.",
+            MetricType::Counter,
+            &[
+                (outcome(Outcome::Completed), load(&g.completed)),
+                (outcome(Outcome::Cancelled), load(&g.cancelled)),
+                (outcome(Outcome::Failed), load(&g.failed)),
+                (
+                    outcome(Outcome::RejectedOverload),
+                    load(&st.server.rejected_overload),
+                ),
+            ],
+        )?;
+        family(
+            e,
+            "epm_prompt_tokens",
+            "Prompt tokens: evaluated, and reused from a slot's KV cache.",
+            MetricType::Counter,
+            &[
+                ([("kind", PromptTokens::Evaluated)], n(s.tokens.prompt)),
+                ([("kind", PromptTokens::Reused)], n(s.tokens.prompt_reused)),
+            ],
+        )?;
+        counter(
+            e,
+            "epm_generated_tokens",
+            "Tokens generated.",
+            n(s.tokens.generated),
+        )?;
+        counter(
+            e,
+            "epm_decode_steps",
+            "Decode steps (one batch of every active slot).",
+            n(s.io.decode_steps),
+        )?;
+        family(e, "epm_tokens_per_second", "Prompt tokens per second of prefill, and generated tokens per second of decode (all slots).", MetricType::Gauge, &[
+            ([("phase", Phase::Prefill)], s.tok_per_s.prefill),
+            ([("phase", Phase::Decode)], s.tok_per_s.decode),
+        ])?;
+        let x = &s.experts;
+        let sel = |p: Phase, r: Selection| ([("phase", p)], [("result", r)]);
+        family(e, "epm_expert_selections", "Distinct experts selected per routed layer and ubatch, by phase and what the cache had.", MetricType::Counter, &[
+            (sel(Phase::Prompt, Selection::CacheHit), n(x.prompt.cache_hits)),
+            (sel(Phase::Prompt, Selection::PrefetchHit), n(x.prompt.prefetch_hits)),
+            (sel(Phase::Prompt, Selection::Miss), n(x.prompt.misses)),
+            (sel(Phase::Decode, Selection::CacheHit), n(x.decode.cache_hits)),
+            (sel(Phase::Decode, Selection::PrefetchHit), n(x.decode.prefetch_hits)),
+            (sel(Phase::Decode, Selection::Miss), n(x.decode.misses)),
+        ])?;
+        gauge(
+            e,
+            "epm_decode_cache_hit_rate",
+            "Decode selections resident before routing, prediction's reads not counted.",
+            x.decode.cache_hit_rate,
+        )?;
+        counter(
+            e,
+            "epm_expert_evictions",
+            "Experts evicted.",
+            n(x.evictions),
+        )?;
+        gauge(
+            e,
+            "epm_expert_resident_bytes",
+            "Expert bytes resident now.",
+            n(x.resident_bytes),
+        )?;
+        gauge(
+            e,
+            "epm_expert_budget_bytes",
+            "Expert bytes allowed resident.",
+            n(s.expert_budget_bytes),
+        )?;
+        counter(
+            e,
+            "epm_read_bytes",
+            "Bytes this process read from storage.",
+            n(s.io.read_bytes),
+        )?;
+        gauge(
+            e,
+            "epm_rss_bytes",
+            "Total resident memory (anonymous + file) now.",
+            n(s.memory.rss_bytes),
+        )?;
+        gauge(
+            e,
+            "epm_rss_peak_bytes",
+            "Peak total resident memory.",
+            n(s.memory.peak_rss_bytes),
+        )?;
+        gauge(
+            e,
+            "epm_budget_bytes",
+            "The total-RSS budget (0 when unpaged).",
+            n(s.budget_bytes),
+        )?;
+        gauge(
+            e,
+            "epm_swap_bytes",
+            "Swap used by this process.",
+            n(s.memory.swap_bytes),
+        )?;
+        counter(
+            e,
+            "epm_hook_busy_seconds",
+            "Time inside the pager's hook.",
+            s.hook.busy_us as f64 / 1e6,
+        )?;
+        Ok(())
+    }
+}
+
+pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The Prometheus text of the server's metrics now. The registry is built per scrape: its
+/// one collector reads the state, which must not own it.
+pub fn render(state: Arc<AppState>) -> String {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(Scrape(state)));
+    let mut out = String::new();
+    if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &r) {
+        tracing::warn!("encoding /metrics failed: {e}");
+    }
+    out
 }

@@ -9,7 +9,8 @@ pub mod preset;
 pub mod quant;
 pub mod tokenizer;
 
-pub use preset::{q4_k_m_down, Layout, Preset, PRESETS};
+pub use preset::table::q4_k_m_down;
+pub use preset::{Layout, Preset};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use quant::{name_seed, Rng};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
-    #[error("unknown preset {name:?}; choose one of: {}", PRESETS.join(", "))]
+    #[error("unknown preset {name:?}; choose one of: {}", Preset::names().join(", "))]
     UnknownPreset { name: String },
     #[error("{0}")]
     BadShape(String),

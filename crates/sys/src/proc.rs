@@ -257,33 +257,64 @@ pub fn read_ahead_kb(path: &Path) -> Option<u64> {
     )
 }
 
-/// Sets `read_ahead_kb` for the device of a file and restores the old value on drop.
+/// A block-device queue setting a benchmark may change for its duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueSetting {
+    /// `read_ahead_kb`: how much the kernel reads ahead per fault or readahead call.
+    ReadAheadKb,
+    /// `max_sectors_kb`: the largest request the device is sent.
+    MaxSectorsKb,
+}
+
+impl QueueSetting {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueSetting::ReadAheadKb => "read_ahead_kb",
+            QueueSetting::MaxSectorsKb => "max_sectors_kb",
+        }
+    }
+}
+
+impl std::str::FromStr for QueueSetting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<QueueSetting, String> {
+        [QueueSetting::ReadAheadKb, QueueSetting::MaxSectorsKb]
+            .into_iter()
+            .find(|q| q.name() == s)
+            .ok_or_else(|| {
+                format!("{s:?} is not a queue setting: use read_ahead_kb or max_sectors_kb")
+            })
+    }
+}
+
+/// Sets a queue setting of the device of a file and restores the old value on drop.
 #[derive(Debug)]
-pub struct ReadaheadGuard {
+pub struct QueueGuard {
     sys: PathBuf,
     old: u64,
 }
 
-impl ReadaheadGuard {
-    pub fn set(file: &Path, kb: u64) -> io::Result<ReadaheadGuard> {
+impl QueueGuard {
+    pub fn set(file: &Path, setting: QueueSetting, value: u64) -> io::Result<QueueGuard> {
         let queue = std::fs::metadata(file)
             .ok()
             .and_then(|m| block_queue(&m))
             .ok_or_else(|| {
                 io::Error::other(format!(
-                    "{} is not on a block device with a read_ahead_kb",
-                    file.display()
+                    "{} is not on a block device with a {}",
+                    file.display(),
+                    setting.name()
                 ))
             })?;
-        let sys = queue.join("read_ahead_kb");
-        let old = queue_value(&queue, "read_ahead_kb")
+        let sys = queue.join(setting.name());
+        let old = queue_value(&queue, setting.name())
             .ok_or_else(|| io::Error::other(format!("cannot read {}", sys.display())))?;
-        std::fs::write(&sys, kb.to_string())?;
-        Ok(ReadaheadGuard { sys, old })
+        std::fs::write(&sys, value.to_string())?;
+        Ok(QueueGuard { sys, old })
     }
 }
 
-impl Drop for ReadaheadGuard {
+impl Drop for QueueGuard {
     fn drop(&mut self) {
         if let Err(e) = std::fs::write(&self.sys, self.old.to_string()) {
             tracing::error!(

@@ -6,6 +6,9 @@
 pub mod cap;
 pub mod child;
 pub mod plot;
+mod table;
+
+pub use table::render_table;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,13 +17,13 @@ use serde::Serialize;
 
 use cap::{Cap, CapFacts, CapKind};
 use child::ChildReport;
-use epm_core::plan::Threads;
 use epm_core::stats::Snapshot;
+use epm_core::threads::Threads;
 use epm_core::units::MIB;
 use epm_gguf::GgufModel;
 use epm_sys::cache::{drop_file_cache, file_cache_resident_bytes};
 pub use epm_sys::proc::{machine, Machine};
-use epm_sys::proc::{read_ahead_kb, ReadaheadGuard};
+use epm_sys::proc::{read_ahead_kb, QueueGuard, QueueSetting};
 
 #[derive(Debug, Clone)]
 pub struct AbConfig {
@@ -41,12 +44,52 @@ pub struct AbConfig {
     pub kernel_readahead_kb: Option<u64>,
     /// The configurations to run, in this order for every budget and repetition.
     pub configs: Vec<RunConfig>,
-    /// Extra `generate` flags for the epm configuration (`--predict`, `--prefetch populate`).
+    /// Extra `generate` flags for the epm configuration and every variant (`--predict`,
+    /// `--prefetch populate`).
     pub epm_args: Vec<String>,
+    /// Further epm runs, each with flags of its own (and perhaps another build), after the
+    /// configurations in every repetition and budget.
+    pub variants: Vec<Variant>,
+    /// Block-device queue settings of the model's disk held for the whole set (restored
+    /// afterwards, on error and interruption too).
+    pub queue_settings: Vec<(QueueSetting, u64)>,
     /// Keep the page cache between runs instead of starting each one cold.
     pub warm: bool,
     pub work_dir: PathBuf,
     pub command_line: String,
+}
+
+/// An epm run with flags of its own: `--variant LABEL=FLAGS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub label: String,
+    /// `generate` flags, after the epm configuration's.
+    pub args: Vec<String>,
+    /// Another `epm-run` build to run it with (`--variant-exe LABEL=PATH`).
+    pub exe: Option<PathBuf>,
+}
+
+impl std::str::FromStr for Variant {
+    type Err = String;
+    /// `LABEL=FLAGS`, the flags separated by spaces (`populate-4=--prefetch populate --io-threads 4`).
+    fn from_str(s: &str) -> Result<Variant, String> {
+        let (label, flags) = s
+            .split_once('=')
+            .filter(|(l, _)| !l.is_empty())
+            .ok_or_else(|| {
+                format!("{s:?}: give a variant as LABEL=FLAGS, e.g. no-predict=--no-predict")
+            })?;
+        if RunConfig::ALL.iter().any(|c| c.name() == label) {
+            return Err(format!(
+                "{label:?} names a configuration: give the variant another label"
+            ));
+        }
+        Ok(Variant {
+            label: label.to_string(),
+            args: flags.split_whitespace().map(String::from).collect(),
+            exe: None,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -124,6 +167,8 @@ pub struct Row {
     pub rep: usize,
     pub budget_mb: u64,
     pub config: RunConfig,
+    /// The configuration's name, or the variant's label.
+    pub label: String,
     /// "none" for the uncapped reference.
     pub cap: String,
     pub read_ahead_kb: Option<u64>,
@@ -185,6 +230,19 @@ pub struct BudgetSummary {
     pub decode_epm_over_kernel: Option<Spread>,
     pub decode_epm_over_reference: Option<Spread>,
     pub epm_decode_cache_hit_rate: Option<Spread>,
+    /// One per variant, when there are any.
+    pub variants: Vec<VariantSummary>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantSummary {
+    pub label: String,
+    pub decode_tok_s: Option<Spread>,
+    pub prefill_tok_s: Option<Spread>,
+    pub decode_cache_hit_rate: Option<Spread>,
+    /// Per-repetition ratio of decode tok/s against the first run of the set (the first
+    /// configuration, or the first variant).
+    pub decode_over_first: Option<Spread>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -196,6 +254,8 @@ pub struct AbReport {
     pub cap: CapKind,
     pub read_ahead_kb: Option<u64>,
     pub kernel_readahead_kb: Option<u64>,
+    /// The queue settings held for the whole set.
+    pub queue_settings: Vec<(String, u64)>,
     pub all_passed: bool,
     pub failures: Vec<String>,
     pub summary: Vec<BudgetSummary>,
@@ -215,6 +275,7 @@ pub enum HarnessError {
 fn generate_args(
     cfg: &AbConfig,
     config: RunConfig,
+    extra: &[String],
     budget_mb: u64,
     stats: &Path,
     logits: &Path,
@@ -245,9 +306,34 @@ fn generate_args(
             a.push("--ram-budget-mb".into());
             a.push(budget_mb.to_string());
             a.extend(cfg.epm_args.iter().cloned());
+            a.extend(extra.iter().cloned());
         }
     }
     a
+}
+
+/// One run of a repetition and budget: a configuration, or a variant of epm.
+struct Planned<'a> {
+    config: RunConfig,
+    label: &'a str,
+    extra: &'a [String],
+    exe: Option<&'a Path>,
+}
+
+fn planned(cfg: &AbConfig) -> Vec<Planned<'_>> {
+    let configs = cfg.configs.iter().map(|&c| Planned {
+        config: c,
+        label: c.name(),
+        extra: &[],
+        exe: None,
+    });
+    let variants = cfg.variants.iter().map(|v| Planned {
+        config: RunConfig::Epm,
+        label: &v.label,
+        extra: &v.args,
+        exe: v.exe.as_deref(),
+    });
+    configs.chain(variants).collect()
 }
 
 /// Drop every shard from the page cache; returns the bytes still cached (mincore).
@@ -278,22 +364,30 @@ pub fn run_ab(
         .map(|s| s.path.clone())
         .collect();
     std::fs::create_dir_all(&cfg.work_dir)?;
+    let mut held = Vec::new();
+    for &(setting, value) in &cfg.queue_settings {
+        held.push(QueueGuard::set(&cfg.model, setting, value)?);
+    }
     let base_readahead = read_ahead_kb(&cfg.model);
+    let runs = planned(cfg);
     let mut rows: Vec<Row> = Vec::new();
     let mut cap_kind = CapKind::RlimitSampler;
     for rep in 0..cfg.runs {
         for &budget_mb in &cfg.budgets_mb {
             let mut reference: Option<Reference> = None;
-            for &config in &cfg.configs {
+            for (i, run) in runs.iter().enumerate() {
+                let config = run.config;
                 if interrupted.load(Ordering::Relaxed) {
                     return Err(HarnessError::Interrupted);
                 }
-                let tag = format!("r{rep}-b{budget_mb}-{}", config.name());
+                let tag = format!("r{rep}-b{budget_mb}-{i}");
                 let stats_path = cfg.work_dir.join(format!("{tag}.json"));
                 let logits_path = cfg.work_dir.join(format!("{tag}.logits"));
                 let _ = std::fs::remove_file(&stats_path);
                 let _ = std::fs::remove_file(&logits_path);
-                let args = generate_args(cfg, config, budget_mb, &stats_path, &logits_path);
+                let args =
+                    generate_args(cfg, config, run.extra, budget_mb, &stats_path, &logits_path);
+                let exe = run.exe.unwrap_or(&cfg.spawn_exe);
                 let cold = if cfg.warm {
                     shards
                         .iter()
@@ -307,14 +401,16 @@ pub fn run_ab(
                     cap_kind = c.kind;
                 }
                 let _readahead = match (config, cfg.kernel_readahead_kb) {
-                    (RunConfig::Kernel, Some(kb)) => Some(ReadaheadGuard::set(&cfg.model, kb)?),
+                    (RunConfig::Kernel, Some(kb)) => {
+                        Some(QueueGuard::set(&cfg.model, QueueSetting::ReadAheadKb, kb)?)
+                    }
                     _ => None,
                 };
                 let read_ahead_kb = read_ahead_kb(&cfg.model);
                 let cmd = match &cap {
-                    Some(c) => c.command(&cfg.spawn_exe, &args),
+                    Some(c) => c.command(exe, &args),
                     None => {
-                        let mut c = std::process::Command::new(&cfg.spawn_exe);
+                        let mut c = std::process::Command::new(exe);
                         c.args(&args);
                         c
                     }
@@ -355,8 +451,11 @@ pub fn run_ab(
                     .filter(|_| child.exit_code == Some(0));
                 let (mut tokens_match, mut logits_match) = (None, None);
                 if let (Some(s), Some(l)) = (&snapshot, &logits) {
+                    // Outputs are compared with the reference, or without one with the
+                    // first run of the set.
+                    let first = i == 0;
                     match &reference {
-                        None if config == RunConfig::Reference => {
+                        None if config == RunConfig::Reference || first => {
                             reference = Some(Reference {
                                 ids: s.tokens.generated_ids.clone(),
                                 logits: l.clone(),
@@ -380,6 +479,7 @@ pub fn run_ab(
                     rep,
                     budget_mb,
                     config,
+                    label: run.label.to_string(),
                     cap: match config {
                         RunConfig::Reference => "none".into(),
                         _ => serde_json::to_value(cap_kind)
@@ -401,7 +501,11 @@ pub fn run_ab(
                     tokens_match,
                     logits_match,
                     within_budget,
-                    command: format!("{} {}", cfg.exe.display(), args.join(" ")),
+                    command: format!(
+                        "{} {}",
+                        run.exe.unwrap_or(&cfg.exe).display(),
+                        args.join(" ")
+                    ),
                     child,
                     stats: stats_json,
                 };
@@ -410,6 +514,7 @@ pub fn run_ab(
             }
         }
     }
+    drop(held);
     let failures = failures(&rows);
     Ok(AbReport {
         schema_version: 1,
@@ -419,6 +524,11 @@ pub fn run_ab(
         cap: cap_kind,
         read_ahead_kb: base_readahead,
         kernel_readahead_kb: cfg.kernel_readahead_kb,
+        queue_settings: cfg
+            .queue_settings
+            .iter()
+            .map(|(q, v)| (q.name().to_string(), *v))
+            .collect(),
         all_passed: failures.is_empty(),
         failures,
         summary: summarize(cfg, &rows),
@@ -429,12 +539,7 @@ pub fn run_ab(
 fn failures(rows: &[Row]) -> Vec<String> {
     let mut f = Vec::new();
     for r in rows {
-        let what = format!(
-            "rep {} budget {} MiB {}",
-            r.rep,
-            r.budget_mb,
-            r.config.name()
-        );
+        let what = format!("rep {} budget {} MiB {}", r.rep, r.budget_mb, r.label);
         if r.tokens_match == Some(false) || r.logits_match == Some(false) {
             f.push(format!("{what}: output differs from the reference"));
         }
@@ -455,23 +560,50 @@ fn summarize(cfg: &AbConfig, rows: &[Row]) -> Vec<BudgetSummary> {
     cfg.budgets_mb
         .iter()
         .map(|&b| {
-            let of = |c: RunConfig, f: fn(&Row) -> Option<f64>| {
+            let of_label = |label: &str, f: fn(&Row) -> Option<f64>| {
                 Spread::of(
                     rows.iter()
-                        .filter(|r| r.budget_mb == b && r.config == c)
+                        .filter(|r| r.budget_mb == b && r.label == label)
                         .filter_map(f)
                         .collect(),
                 )
             };
+            let of = |c: RunConfig, f: fn(&Row) -> Option<f64>| of_label(c.name(), f);
+            let decode_of = |rep: usize, label: &str| {
+                rows.iter()
+                    .find(|r| r.rep == rep && r.budget_mb == b && r.label == label)
+                    .and_then(|r| r.decode_tok_s)
+            };
+            let first = planned(cfg).first().map(|p| p.label.to_string());
+            let variants = cfg
+                .variants
+                .iter()
+                .map(|v| VariantSummary {
+                    label: v.label.clone(),
+                    decode_tok_s: of_label(&v.label, |r| r.decode_tok_s),
+                    prefill_tok_s: of_label(&v.label, |r| r.prefill_tok_s),
+                    decode_cache_hit_rate: of_label(&v.label, |r| r.decode_cache_hit_rate),
+                    decode_over_first: first.as_deref().and_then(|f| {
+                        Spread::of(
+                            (0..cfg.runs)
+                                .filter_map(|rep| {
+                                    Some(
+                                        decode_of(rep, &v.label)?
+                                            / decode_of(rep, f)?.max(f64::MIN_POSITIVE),
+                                    )
+                                })
+                                .collect(),
+                        )
+                    }),
+                })
+                .collect();
             let ratio = |num: RunConfig, den: RunConfig| {
                 let v = (0..cfg.runs)
                     .filter_map(|rep| {
-                        let get = |c| {
-                            rows.iter()
-                                .find(|r| r.rep == rep && r.budget_mb == b && r.config == c)
-                                .and_then(|r| r.decode_tok_s)
-                        };
-                        Some(get(num)? / get(den)?.max(f64::MIN_POSITIVE))
+                        Some(
+                            decode_of(rep, num.name())?
+                                / decode_of(rep, den.name())?.max(f64::MIN_POSITIVE),
+                        )
                     })
                     .collect();
                 Spread::of(v)
@@ -489,81 +621,8 @@ fn summarize(cfg: &AbConfig, rows: &[Row]) -> Vec<BudgetSummary> {
                 decode_epm_over_kernel: ratio(RunConfig::Epm, RunConfig::Kernel),
                 decode_epm_over_reference: ratio(RunConfig::Epm, RunConfig::Reference),
                 epm_decode_cache_hit_rate: of(RunConfig::Epm, |r| r.decode_cache_hit_rate),
+                variants,
             }
         })
         .collect()
-}
-
-/// A human-readable table of the rows and the summary.
-pub fn render_table(report: &AbReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "cap: {:?}   read_ahead_kb: {:?}   kernel runs at: {:?}",
-        report.cap,
-        report.read_ahead_kb,
-        report.kernel_readahead_kb.or(report.read_ahead_kb)
-    );
-    let _ = writeln!(
-        s,
-        "{:>3} {:>7} {:<9} {:<10} {:>9} {:>9} {:>8} {:>9} {:>9} {:>6} {:>9} {:>5}",
-        "rep",
-        "budget",
-        "config",
-        "outcome",
-        "peak MiB",
-        "TTFO s",
-        "prefill",
-        "decode",
-        "MiB/tok",
-        "d.hit",
-        "evict",
-        "same"
-    );
-    for r in &report.rows {
-        let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
-        let same = match (r.tokens_match, r.logits_match) {
-            (Some(true), Some(true)) => "yes",
-            (Some(_), Some(_)) => "NO",
-            _ => "-",
-        };
-        let _ = writeln!(
-            s,
-            "{:>3} {:>7} {:<9} {:<10} {:>9.1} {:>9} {:>8} {:>9} {:>9} {:>6} {:>9} {:>5}",
-            r.rep,
-            r.budget_mb,
-            r.config.name(),
-            r.outcome.to_string().chars().take(10).collect::<String>(),
-            r.child.peak_rss_bytes.max(r.child.vm_hwm_bytes) as f64 / MIB as f64,
-            f(r.child.time_to_first_output_s),
-            f(r.prefill_tok_s),
-            f(r.decode_tok_s),
-            r.read_bytes_per_token
-                .map_or("-".into(), |v| format!("{:.2}", v / MIB as f64)),
-            r.decode_cache_hit_rate
-                .map_or("-".into(), |v| format!("{v:.2}")),
-            r.evictions.map_or("-".into(), |v| v.to_string()),
-            same
-        );
-    }
-    for b in &report.summary {
-        let m = |x: &Option<Spread>| {
-            x.as_ref().map_or("-".into(), |s| {
-                format!("{:.2} [{:.2}, {:.2}]", s.median, s.min, s.max)
-            })
-        };
-        let _ = writeln!(
-            s,
-            "budget {} MiB: decode epm/kernel {}   epm/reference {}",
-            b.budget_mb,
-            m(&b.decode_epm_over_kernel),
-            m(&b.decode_epm_over_reference)
-        );
-    }
-    let _ = writeln!(s, "all_passed: {}", report.all_passed);
-    for f in &report.failures {
-        let _ = writeln!(s, "  FAIL {f}");
-    }
-    s
 }

@@ -79,7 +79,7 @@ pub struct LayerSpec {
 
 impl LayerSpec {
     /// Every MoE layer of `index`, as the pager sees it.
-    pub fn from_index(index: &epm_gguf::ModelIndex) -> Vec<LayerSpec> {
+    pub fn from_index(index: &crate::model::ModelIndex) -> Vec<LayerSpec> {
         index
             .layers
             .iter()
@@ -165,6 +165,8 @@ pub struct Pager<A: Advisor> {
     speculative: Vec<bool>,
     /// 8. `predicted[s]`: slot `s` was predicted for its layer's next routing (cleared by it).
     predicted: Vec<bool>,
+    /// 9. `evicted[s]`: slot `s` has been evicted at least once.
+    evicted: Vec<bool>,
     epoch: u64,
     /// The phase of the latest `route` call; predictions made after it count in it.
     phase: Phase,
@@ -206,6 +208,7 @@ impl<A: Advisor> Pager<A> {
             resident: vec![false; n_slots],
             speculative: vec![false; n_slots],
             predicted: vec![false; n_slots],
+            evicted: vec![false; n_slots],
             last_used: vec![0; n_slots],
             pin_epoch: vec![0; n_slots],
             order: Order::new(config.policy, n_slots),
@@ -279,6 +282,7 @@ impl<A: Advisor> Pager<A> {
         }
         self.order.remove(s);
         self.resident[s] = false;
+        self.evicted[s] = true;
         self.resident_bytes -= self.cost[s];
         self.counters.layers[s / n].evictions.inc();
         self.counters.evictions.inc();
@@ -534,11 +538,14 @@ impl<A: Advisor> Pager<A> {
     }
 
     /// The ranges an eviction of each non-resident expert covers (see `eviction_range`):
-    /// pages of the file the page cache should not hold. For an end-of-run audit.
-    pub fn non_resident_ranges(&self) -> impl Iterator<Item = FileRange> + '_ {
+    /// pages of the file the page cache should not hold, for an end-of-run audit. With
+    /// `only_evicted`, just the experts this pager evicted: when the pager did not start
+    /// from an empty page cache (every expert fits, so a warm file's pages were kept), the
+    /// others were never its to drop.
+    pub fn non_resident_ranges(&self, only_evicted: bool) -> impl Iterator<Item = FileRange> + '_ {
         let n = self.n_expert as usize;
         (0..self.resident.len())
-            .filter(|&s| !self.resident[s])
+            .filter(move |&s| !self.resident[s] && (self.evicted[s] || !only_evicted))
             .flat_map(move |s| {
                 let layer_base = s / n * n;
                 self.layers[s / n]

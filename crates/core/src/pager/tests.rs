@@ -481,3 +481,20 @@ fn guesses_of_one_step_never_evict_each_other_in_any_policy() {
         assert!(!p.is_resident(1, 2), "{policy:?}: the wrong guess stayed");
     }
 }
+
+#[test]
+fn the_audit_counts_every_non_resident_expert_or_only_the_evicted() {
+    let mut p = pager(2, 0, 1);
+    for e in [0, 1, 2] {
+        p.route(0, Phase::Decode, 1, [e].into_iter());
+    }
+    // Expert 0 was evicted; 1 and 2 are resident; 3..16 were never read.
+    let experts = |only_evicted| -> Vec<u32> {
+        p.non_resident_ranges(only_evicted)
+            .map(|r| expert_of(&r, 0))
+            .collect()
+    };
+    assert_eq!(experts(true), vec![0]);
+    assert_eq!(experts(false).len(), N_EXPERT as usize - 2);
+    assert_eq!(experts(false)[..2], [0, 3]);
+}

@@ -29,8 +29,9 @@ pub struct RunStats {
     pub prefill_us: Counter,
     pub decode_us: Counter,
     pub read_bytes_after_load: Counter,
-    /// `read_bytes` when decoding started (the first time), and the decode steps evaluated.
-    pub read_bytes_at_decode: Counter,
+    /// Bytes read from storage during decode steps (summed over the steps), and the decode
+    /// steps evaluated.
+    pub decode_read_bytes: Counter,
     pub decode_steps: Counter,
     pub peak_rss: Counter,
     pub peak_anon: Counter,
@@ -397,10 +398,7 @@ impl RunStats {
             io: IoSection {
                 read_bytes: now.read_bytes,
                 read_bytes_per_token: ratio(after_load, prompt + generated),
-                decode_read_bytes: match self.read_bytes_at_decode.get() {
-                    0 => 0,
-                    at => now.read_bytes.saturating_sub(at),
-                },
+                decode_read_bytes: self.decode_read_bytes.get(),
                 decode_steps: self.decode_steps.get(),
                 will_need_us: us(&io.will_need_ns),
                 evict_us: us(&io.evict_ns),

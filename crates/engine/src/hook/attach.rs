@@ -5,10 +5,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use epm_core::budget::Budgets;
+use epm_core::model::ModelIndex;
 use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
-use epm_gguf::ModelIndex;
 use epm_sys::{inward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
 
 use super::{Active, ExpectedTensor, Predictor};
@@ -65,18 +66,6 @@ impl Default for PagingOptions {
     }
 }
 
-/// The eviction thread's slack: a sixteenth of the expert budget, at most 96 MiB (a few
-/// layers' evictions of a 30B model's decode steps).
-const EVICT_SLACK_DIVISOR: u64 = 16;
-const EVICT_SLACK_MAX: u64 = 96 << 20;
-
-/// The pager's limits, from the measured reserve.
-pub(crate) struct Budgets {
-    pub expert: u64,
-    /// Measured RSS above this makes the hook evict more.
-    pub rss_limit: u64,
-}
-
 /// Find llama.cpp's mappings, take over their page cache and build the pager.
 pub(crate) fn attach(
     index: &ModelIndex,
@@ -128,7 +117,8 @@ pub(crate) fn attach(
     // When every expert fits in the budget nothing will ever be evicted, so pages already
     // in the page cache (a warm file) may stay: they can only become resident, which the
     // budget covers. Otherwise the pager must own the cache from an empty start.
-    if budgets.expert < index.expert_bytes {
+    let every_expert_fits = budgets.holds_every_expert(index.expert_bytes);
+    if !every_expert_fits {
         drop_file_pages(&files, &index.file_sizes, &expert_ranges);
     }
     for (m, (ranges, &size)) in files
@@ -151,7 +141,7 @@ pub(crate) fn attach(
     // With every expert inside the budget nothing is ever evicted, and predicting would
     // only add its router products to every decode layer.
     let depth = prediction_depth(opts.prediction, &files);
-    let predictor = (depth > 0 && budgets.expert < index.expert_bytes)
+    let predictor = (depth > 0 && !every_expert_fits)
         .then(|| Predictor::new(index, &files, depth, opts.prefill_predict_tokens))
         .flatten();
     let layers = LayerSpec::from_index(index);
@@ -162,23 +152,17 @@ pub(crate) fn attach(
     }
     // Evictions queued for the thread hold their pages until it drops them: that slack
     // comes out of the pager's budget, so resident plus queued stays within it.
-    let slack = if opts.evict_thread && budgets.expert < index.expert_bytes {
-        (budgets.expert / EVICT_SLACK_DIVISOR).min(EVICT_SLACK_MAX)
-    } else {
-        0
-    };
-    if slack > 0 {
+    if budgets.evict_slack > 0 {
         tracing::info!(
             "evictions are made on a thread of their own, up to {} MiB ahead",
-            slack >> 20
+            budgets.evict_slack >> 20
         );
-        advisor = advisor.with_evict_thread(slack);
+        advisor = advisor.with_evict_thread(budgets.evict_slack);
     }
-    stats.evict_slack_bytes.set(slack);
     let pager = Pager::new(
         advisor,
         PagerConfig {
-            expert_budget_bytes: budgets.expert - slack,
+            expert_budget_bytes: budgets.pager,
             hot_window_tokens: opts.hot_window_tokens,
             page_size: page_size() as u64,
             policy: opts.cache_policy,
@@ -205,6 +189,7 @@ pub(crate) fn attach(
             source,
         })?,
         rss_limit: budgets.rss_limit,
+        owns_page_cache: !every_expert_fits,
         unverified: expected.len(),
         expected,
         trace,
@@ -264,13 +249,14 @@ fn prediction_depth(prediction: Prediction, files: &[FileMapping]) -> u32 {
 }
 
 /// Bytes of non-resident experts' pages found in the page cache: pages the pager dropped
-/// (or never read) that are cached anyway, outside the budget's accounting.
+/// (or, when it started from an empty page cache, never read) that are cached anyway,
+/// outside the budget's accounting.
 pub(crate) fn stray_expert_cache_bytes(active: &Active) -> u64 {
     let page = page_size() as u64;
     let files = &active.pager.advisor().files;
     active
         .pager
-        .non_resident_ranges()
+        .non_resident_ranges(!active.owns_page_cache)
         .map(|r| {
             let (s, e) = inward(r.offset, r.len, page);
             files[r.file as usize].resident_bytes(s, e - s)

@@ -54,6 +54,10 @@ pub(crate) struct Active {
     pub unverified: usize,
     pub trace: Option<TraceWriter<File>>,
     pub predictor: Option<Predictor>,
+    /// The pager started from an empty page cache (attach dropped the file): every
+    /// non-resident expert's page in the cache is then stray. When every expert fits, a
+    /// warm file's pages were kept, and only what the pager evicted should be gone.
+    pub owns_page_cache: bool,
 }
 
 /// Shared with the C callback through `cb_eval_user_data`. Boxed by [`HookedContext`] so

@@ -5,8 +5,9 @@
 
 use llama_cpp_sys_2::{ggml_tensor, GGML_TYPE_F32};
 
+use epm_core::model::ModelIndex;
 use epm_core::predict::Selector;
-use epm_gguf::{GgmlType, ModelIndex};
+use epm_gguf::GgmlType;
 use epm_sys::FileMapping;
 
 /// Where one layer's router (and selection bias) lie in llama.cpp's file mapping: checked

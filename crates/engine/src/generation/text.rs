@@ -57,7 +57,8 @@ pub struct StopMatcher {
     stops: Vec<String>,
     /// Text not yet released: it ends with a prefix of some stop string.
     held: String,
-    stopped: bool,
+    /// The stop string found, once one is.
+    matched: Option<usize>,
 }
 
 impl StopMatcher {
@@ -65,28 +66,30 @@ impl StopMatcher {
         StopMatcher {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             held: String::new(),
-            stopped: false,
+            matched: None,
         }
     }
 
-    pub fn stopped(&self) -> bool {
-        self.stopped
+    /// The stop string that ended the text, once one has.
+    pub fn matched(&self) -> Option<&str> {
+        self.matched.map(|i| self.stops[i].as_str())
     }
 
     /// Add `text`; returns what can be released now. Once a stop string appears, the text
     /// before it is released and everything from it on is dropped.
     pub fn push(&mut self, text: &str) -> String {
-        if self.stopped {
+        if self.matched.is_some() {
             return String::new();
         }
         self.held.push_str(text);
         let first = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
+            .enumerate()
+            .filter_map(|(i, s)| self.held.find(s.as_str()).map(|at| (at, i)))
             .min();
-        if let Some(at) = first {
-            self.stopped = true;
+        if let Some((at, i)) = first {
+            self.matched = Some(i);
             let out = self.held[..at].to_string();
             self.held.clear();
             return out;
@@ -143,9 +146,9 @@ mod tests {
     fn stop_strings_spanning_pieces_are_cut() {
         let mut m = StopMatcher::new(vec!["</answer>".into(), "STOP".into()]);
         assert_eq!(m.push("The answer is 42</ans"), "The answer is 42");
-        assert!(!m.stopped());
+        assert_eq!(m.matched(), None);
         assert_eq!(m.push("wer> and more"), "");
-        assert!(m.stopped());
+        assert_eq!(m.matched(), Some("</answer>"));
         assert_eq!(m.push("ignored"), "");
     }
 
@@ -165,5 +168,6 @@ mod tests {
     fn the_earliest_stop_wins() {
         let mut m = StopMatcher::new(vec!["cd".into(), "b".into()]);
         assert_eq!(m.push("abcd"), "a");
+        assert_eq!(m.matched(), Some("b"));
     }
 }

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::generation::Asked;
+
 /// `stop`: one string or several.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -51,6 +53,27 @@ pub struct Sampling {
     pub n: Option<u32>,
 }
 
+impl Sampling {
+    /// The settings as the generation core's adapter takes them.
+    pub fn asked(&self, max_tokens: Option<u32>, default_max_tokens: Option<u32>) -> Asked {
+        Asked {
+            max_tokens,
+            default_max_tokens,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            seed: self.seed,
+            n: self.n,
+            stop: self.stop.clone().map(Stop::into_vec).unwrap_or_default(),
+        }
+    }
+
+    pub fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<Message>,
@@ -91,6 +114,16 @@ pub enum FinishReason {
     Length,
 }
 
+impl From<&epm_engine::generation::FinishReason> for FinishReason {
+    fn from(r: &epm_engine::generation::FinishReason) -> FinishReason {
+        use epm_engine::generation::FinishReason as Core;
+        match r {
+            Core::EndOfGeneration | Core::StopSequence(_) => FinishReason::Stop,
+            Core::Length => FinishReason::Length,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PromptTokensDetails {
     pub cached_tokens: u64,
@@ -104,14 +137,14 @@ pub struct Usage {
     pub prompt_tokens_details: PromptTokensDetails,
 }
 
-impl Usage {
-    pub fn new(prompt: u64, cached: u64, completion: u64) -> Usage {
+impl From<crate::generation::Usage> for Usage {
+    fn from(u: crate::generation::Usage) -> Usage {
         Usage {
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            total_tokens: prompt + completion,
+            prompt_tokens: u.prompt,
+            completion_tokens: u.completion,
+            total_tokens: u.prompt + u.completion,
             prompt_tokens_details: PromptTokensDetails {
-                cached_tokens: cached,
+                cached_tokens: u.cached,
             },
         }
     }
@@ -130,6 +163,55 @@ pub struct ErrorDetail {
     pub kind: &'static str,
     pub param: Option<String>,
     pub code: Option<String>,
+}
+
+/// A whole response of `/v1/chat/completions` (`C` = [`ChatChoice`]) or `/v1/completions`
+/// ([`TextChoice`]), not streamed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Completion<C> {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: String,
+    pub choices: Vec<C>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatChoice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    pub logprobs: Option<Value>,
+    pub finish_reason: FinishReason,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AssistantMessage {
+    pub role: &'static str,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TextChoice {
+    pub index: u32,
+    pub text: String,
+    pub logprobs: Option<Value>,
+    pub finish_reason: FinishReason,
+}
+
+/// `GET /v1/models`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelList {
+    pub object: &'static str,
+    pub data: Vec<ModelCard>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelCard {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub owned_by: &'static str,
 }
 
 /// A request's id: `<prefix>-<n>`, unique within this server's life.

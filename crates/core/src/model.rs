@@ -1,10 +1,10 @@
-//! The expert index: which tensors hold routed experts, where each expert's bytes live
+//! The model as EPM sees it (`ModelIndex`): which tensors hold routed experts, where each expert's bytes live
 //! (shard, absolute offset, bytes per expert, type), and the hyperparameters the planner
 //! needs. Everything comes from GGUF metadata; nothing here knows a model by name.
 
 use std::path::PathBuf;
 
-use super::{GgmlType, GgufError, GgufModel, Value};
+use epm_gguf::{GgmlType, GgufError, GgufModel, Value};
 
 /// One 3-D expert tensor (`ne[2] == expert_count`) of one layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -341,5 +341,117 @@ impl ModelIndex {
 
     pub fn layer(&self, layer: u32) -> Option<&MoeLayer> {
         self.layers.iter().find(|l| l.layer == layer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use epm_gguf::writer::{GgufWriter, TensorSpec};
+    use std::path::Path;
+
+    fn qwen3moe(w: &mut GgufWriter, layers: u32) {
+        w.kv("general.architecture", Value::String("qwen3moe".into()))
+            .kv("qwen3moe.block_count", Value::U32(layers))
+            .kv("qwen3moe.embedding_length", Value::U32(256))
+            .kv("qwen3moe.expert_count", Value::U32(4))
+            .kv("qwen3moe.expert_used_count", Value::U32(2));
+    }
+
+    fn write_zeros(w: &GgufWriter, path: &Path) {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+        w.write_to(
+            &mut out,
+            |_, spec, out| out.write_all(&vec![0u8; spec.n_bytes() as usize]),
+            |_| {},
+        )
+        .unwrap();
+        std::io::Write::flush(&mut out).unwrap();
+    }
+
+    #[test]
+    fn index_finds_expert_tensors_with_offsets_and_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        let mut w = GgufWriter::new();
+        qwen3moe(&mut w, 2);
+        let experts = [("gate", GgmlType::Q4_K), ("down", GgmlType::Q6_K)];
+        let mut specs = vec![(
+            "token_embd.weight".to_string(),
+            vec![256, 10],
+            GgmlType::Q8_0,
+        )];
+        for l in 0..2 {
+            specs.push((
+                format!("blk.{l}.ffn_gate_inp.weight"),
+                vec![256, 4],
+                GgmlType::F32,
+            ));
+            for (kind, ty) in experts {
+                specs.push((
+                    format!("blk.{l}.ffn_{kind}_exps.weight"),
+                    vec![256, 8, 4],
+                    ty,
+                ));
+            }
+        }
+        for (name, dims, ty) in specs {
+            w.tensor(TensorSpec::new(name, &dims, ty));
+        }
+        write_zeros(&w, &path);
+        let model = GgufModel::open(&path).unwrap();
+        let idx = ModelIndex::build(&model).unwrap();
+        assert_eq!(idx.n_expert, 4);
+        assert_eq!(idx.layers.len(), 2);
+        let l0 = &idx.layers[0];
+        assert_eq!(
+            l0.tensors.len(),
+            2,
+            "gate_inp is 2-D and not an expert tensor"
+        );
+        assert_eq!(l0.tensors[0].bytes_per_expert, 8 * 144);
+        assert_eq!(l0.tensors[1].bytes_per_expert, 8 * 210);
+        assert_eq!(l0.bytes_per_expert(), 8 * (144 + 210));
+        let t = model.shards[0]
+            .tensors
+            .iter()
+            .find(|t| t.name == "blk.1.ffn_down_exps.weight")
+            .unwrap();
+        assert_eq!(
+            idx.layers[1].tensors[1].offset,
+            model.shards[0].abs_offset(t)
+        );
+        assert_eq!(idx.expert_bytes, 2 * 4 * 8 * (144 + 210));
+        assert_eq!(idx.non_expert_bytes(), idx.model_bytes() - idx.expert_bytes);
+        assert_eq!(idx.routers.len(), 2);
+    }
+
+    #[test]
+    fn experts_of_a_split_model_name_their_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = GgufWriter::new();
+        qwen3moe(&mut first, 2);
+        first.kv("split.count", Value::U16(2));
+        first.tensor(TensorSpec::new(
+            "blk.0.ffn_up_exps.weight",
+            &[256, 8, 4],
+            GgmlType::Q4_K,
+        ));
+        let mut second = GgufWriter::new();
+        second.kv("split.count", Value::U16(2));
+        second.tensor(TensorSpec::new(
+            "blk.1.ffn_up_exps.weight",
+            &[256, 8, 4],
+            GgmlType::Q4_K,
+        ));
+        let p1 = epm_gguf::split_path(dir.path(), "m", 1, 2);
+        write_zeros(&first, &p1);
+        write_zeros(&second, &epm_gguf::split_path(dir.path(), "m", 2, 2));
+        let idx = ModelIndex::build(&GgufModel::open(&p1).unwrap()).unwrap();
+        assert_eq!(idx.layers.len(), 2);
+        assert_eq!(
+            (idx.layers[0].tensors[0].file, idx.layers[1].tensors[0].file),
+            (0, 1)
+        );
     }
 }

@@ -1,0 +1,583 @@
+//! The generation core: every token EPM generates comes from here. `generate` (one slot,
+//! one job at a time), `generate --chat` (one slot, one job per turn) and `serve` (K slots)
+//! are clients of [`Generator`].
+//!
+//! Each of the `K` slots is one sequence of the llama.cpp context and keeps its KV cache
+//! between jobs. A new job goes to the free slot whose cache shares the longest prefix with
+//! its prompt, which then prefills only what its kept part lacks ([`Session::prefill_reusing`]).
+//! Every decode step puts the next token of every active slot into one batch (continuous
+//! batching). A job whose receiver has gone is dropped before the next step.
+//!
+//! The core speaks in protocol-neutral types: a [`Job`] in, [`Event`]s out through the
+//! job's [`EventSink`], ending in [`FinishReason`]s of its own; adapters translate. It
+//! drives a [`Backend`], which [`Session`] implements and tests fake.
+
+#[cfg(test)]
+mod tests;
+pub mod text;
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use epm_core::prefix::SeqCache;
+use epm_core::stats::RunStats;
+use epm_sys::proc::{self, Pid};
+
+use crate::error::EngineError;
+use crate::session::{Prefilled, Sampler, SamplingParams, Session, Step};
+use text::{StopMatcher, Utf8Stream};
+
+/// What the core needs of a session: [`Session`] is the real one.
+pub trait Backend {
+    type Sampler;
+    /// Sequences the context holds: one slot each.
+    fn n_slots(&self) -> usize;
+    /// Context cells per sequence.
+    fn n_ctx_per_seq(&self) -> u32;
+    fn sampler(&self, params: SamplingParams) -> Self::Sampler;
+    /// Make `seq` hold `prompt` with its logits ready, reusing what `cache` allows.
+    fn prefill(
+        &mut self,
+        seq: i32,
+        cache: &mut SeqCache,
+        prompt: &[i32],
+    ) -> Result<Prefilled, EngineError>;
+    /// One decode step of every sequence in `steps`; the logits of step `i` are at `i`.
+    fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError>;
+    fn logits(&self, index: i32) -> &[f32];
+    fn sample(&mut self, sampler: &mut Self::Sampler, index: i32) -> i32;
+    fn is_eog(&self, token: i32) -> bool;
+    /// The bytes of one token's text as output (special tokens left out).
+    fn piece(&self, token: i32, out: &mut Vec<u8>);
+    /// Drop all of sequence `seq`'s cache.
+    fn clear(&mut self, seq: i32);
+    fn stats(&self) -> &Arc<RunStats>;
+}
+
+impl Backend for Session<'_> {
+    type Sampler = Sampler;
+    fn n_slots(&self) -> usize {
+        self.options().n_seq.max(1) as usize
+    }
+    fn n_ctx_per_seq(&self) -> u32 {
+        Session::n_ctx_per_seq(self)
+    }
+    fn sampler(&self, params: SamplingParams) -> Sampler {
+        Sampler::new(params)
+    }
+    fn prefill(
+        &mut self,
+        seq: i32,
+        cache: &mut SeqCache,
+        prompt: &[i32],
+    ) -> Result<Prefilled, EngineError> {
+        self.prefill_reusing(seq, cache, prompt)
+    }
+    fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
+        Session::decode(self, steps)
+    }
+    fn logits(&self, index: i32) -> &[f32] {
+        Session::logits(self, index)
+    }
+    fn sample(&mut self, sampler: &mut Sampler, index: i32) -> i32 {
+        Session::sample(self, sampler, index)
+    }
+    fn is_eog(&self, token: i32) -> bool {
+        self.engine().is_eog(token)
+    }
+    fn piece(&self, token: i32, out: &mut Vec<u8>) {
+        self.engine().output_piece(token, out)
+    }
+    fn clear(&mut self, seq: i32) {
+        Session::clear(self, seq)
+    }
+    fn stats(&self) -> &Arc<RunStats> {
+        self.engine().stats()
+    }
+}
+
+/// Why a generation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// The model produced an end-of-generation token (EOS, EOT, `<|im_end|>` ...).
+    EndOfGeneration,
+    /// One of the job's stop strings appeared; it and what followed are cut off.
+    StopSequence(String),
+    /// `max_tokens` were generated.
+    Length,
+}
+
+/// What a job's receiver is told, in order: `Started`, `Text`s, then `Done` or `Failed`.
+#[derive(Debug)]
+pub enum Event {
+    Started {
+        prompt_tokens: usize,
+        /// Prompt tokens whose KV was kept from an earlier job.
+        cached_tokens: usize,
+    },
+    /// Whole UTF-8 characters, stop strings (and what could still become one) held back.
+    Text(String),
+    Done {
+        finish_reason: FinishReason,
+        completion_tokens: usize,
+    },
+    Failed(EngineError),
+}
+
+/// Where a job's events go.
+pub trait EventSink: Send {
+    /// Deliver `event`; false when the receiver has gone.
+    fn send(&mut self, event: Event) -> bool;
+    /// Whether the receiver has gone: the job is then dropped before the next step.
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+impl EventSink for std::sync::mpsc::Sender<Event> {
+    fn send(&mut self, event: Event) -> bool {
+        std::sync::mpsc::Sender::send(self, event).is_ok()
+    }
+}
+
+/// One generation, tokenized.
+pub struct Job {
+    pub prompt: Vec<i32>,
+    pub max_tokens: u32,
+    pub sampling: SamplingParams,
+    /// Generation stops at the first of these; it is not part of the text.
+    pub stop: Vec<String>,
+    /// Receives the f32 little-endian logits of every sampled position.
+    pub logits: Option<Box<dyn Write + Send>>,
+    pub events: Box<dyn EventSink>,
+}
+
+/// What the core counts, for its clients to read from other threads.
+#[derive(Debug, Default)]
+pub struct GenerationCounters {
+    pub active_slots: AtomicUsize,
+    /// Jobs submitted and not yet in a slot.
+    pub waiting: AtomicUsize,
+    /// Jobs ended, by how.
+    pub completed: AtomicU64,
+    pub cancelled: AtomicU64,
+    pub failed: AtomicU64,
+    /// Tokens generated by jobs, and decode steps run (each a batch of the active slots).
+    pub completion_tokens: AtomicU64,
+    pub decode_steps: AtomicU64,
+}
+
+struct Running<S> {
+    job: Job,
+    sampler: S,
+    utf8: Utf8Stream,
+    stop: StopMatcher,
+    generated: u32,
+    /// The last sampled token, to be decoded in the next step at `pos`.
+    next: i32,
+    pos: u32,
+    /// Whether this job's tokens go to the stats' `generated_ids` (the latest one started).
+    record_ids: bool,
+}
+
+struct Slot<S> {
+    seq: i32,
+    cache: SeqCache,
+    running: Option<Running<S>>,
+    /// When the slot last finished a job (for routing ties: least recently used).
+    last_used: u64,
+}
+
+/// How a token left its job.
+enum After {
+    Continue,
+    Finished(FinishReason),
+}
+
+/// The generation core over a backend's slots.
+pub struct Generator<'b, B: Backend> {
+    backend: &'b mut B,
+    slots: Vec<Slot<B::Sampler>>,
+    waiting: VecDeque<Job>,
+    counters: Arc<GenerationCounters>,
+    clock: u64,
+    piece: Vec<u8>,
+}
+
+impl<'b, B: Backend> Generator<'b, B> {
+    pub fn new(backend: &'b mut B, counters: Arc<GenerationCounters>) -> Generator<'b, B> {
+        let slots = (0..backend.n_slots() as i32)
+            .map(|seq| Slot {
+                seq,
+                cache: SeqCache::default(),
+                running: None,
+                last_used: 0,
+            })
+            .collect();
+        Generator {
+            backend,
+            slots,
+            waiting: VecDeque::new(),
+            counters,
+            clock: 0,
+            piece: Vec::new(),
+        }
+    }
+
+    pub fn backend(&mut self) -> &mut B {
+        self.backend
+    }
+
+    pub fn counters(&self) -> &Arc<GenerationCounters> {
+        &self.counters
+    }
+
+    /// Queue a job; it starts when a slot is free.
+    pub fn submit(&mut self, job: Job) {
+        self.waiting.push_back(job);
+        self.publish();
+    }
+
+    /// No job running or waiting.
+    pub fn idle(&self) -> bool {
+        self.active() == 0 && self.waiting.is_empty()
+    }
+
+    /// Drop jobs whose receiver has gone, start waiting jobs in free slots, and run one
+    /// decode step of every active slot.
+    pub fn step(&mut self) {
+        self.drop_cancelled();
+        self.admit();
+        if self.active() > 0 {
+            self.decode_step();
+        }
+    }
+
+    /// Run until every job submitted so far has ended.
+    pub fn run_until_idle(&mut self) {
+        while !self.idle() {
+            self.step();
+        }
+    }
+
+    /// Take jobs from `jobs` and run them until `stopping` is set (then every job gets a
+    /// final `Failed(ShuttingDown)`) or `jobs` closes with nothing left to do.
+    pub fn serve(&mut self, jobs: &Receiver<Job>, stopping: &AtomicBool) {
+        loop {
+            if stopping.load(Ordering::Acquire) {
+                while let Ok(job) = jobs.try_recv() {
+                    self.waiting.push_back(job);
+                }
+                self.shut_down();
+                return;
+            }
+            let idle = self.idle();
+            let next = if idle {
+                jobs.recv_timeout(Duration::from_millis(100))
+            } else {
+                jobs.try_recv().map_err(|e| match e {
+                    TryRecvError::Empty => RecvTimeoutError::Timeout,
+                    TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                })
+            };
+            match next {
+                Ok(job) => {
+                    self.submit(job);
+                    continue; // take every queued job before stepping
+                }
+                Err(RecvTimeoutError::Disconnected) if idle => return,
+                Err(_) => {}
+            }
+            self.step();
+        }
+    }
+
+    /// End every job with `Failed(ShuttingDown)`.
+    pub fn shut_down(&mut self) {
+        for job in std::mem::take(&mut self.waiting) {
+            self.end_failed(job, EngineError::ShuttingDown);
+        }
+        for i in 0..self.slots.len() {
+            if let Some(r) = self.slots[i].running.take() {
+                self.end_failed(r.job, EngineError::ShuttingDown);
+            }
+        }
+        self.publish();
+    }
+
+    fn active(&self) -> usize {
+        self.slots.iter().filter(|s| s.running.is_some()).count()
+    }
+
+    fn publish(&self) {
+        let c = &self.counters;
+        c.active_slots.store(self.active(), Ordering::Relaxed);
+        c.waiting.store(self.waiting.len(), Ordering::Relaxed);
+    }
+
+    fn drop_cancelled(&mut self) {
+        let before = self.waiting.len();
+        self.waiting.retain(|j| !j.events.is_closed());
+        let dropped = (before - self.waiting.len()) as u64;
+        self.counters
+            .cancelled
+            .fetch_add(dropped, Ordering::Relaxed);
+        for i in 0..self.slots.len() {
+            let gone = self.slots[i]
+                .running
+                .as_ref()
+                .is_some_and(|r| r.job.events.is_closed());
+            if gone {
+                self.slots[i].running = None;
+                self.clock += 1;
+                self.slots[i].last_used = self.clock;
+                self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.publish();
+    }
+
+    /// The free slot whose cache shares the longest prefix with `prompt`; among equals, the
+    /// least recently used.
+    fn pick_slot(&self, prompt: &[i32]) -> Option<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.running.is_none())
+            .max_by_key(|(_, s)| {
+                let common = s
+                    .cache
+                    .tokens
+                    .iter()
+                    .zip(prompt)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (common, std::cmp::Reverse(s.last_used))
+            })
+            .map(|(i, _)| i)
+    }
+
+    /// Start waiting jobs in free slots: prefill each, then sample its first token.
+    fn admit(&mut self) {
+        while let Some(mut job) = self.waiting.pop_front() {
+            let Some(i) = self.pick_slot(&job.prompt) else {
+                self.waiting.push_front(job);
+                break;
+            };
+            self.publish();
+            let n_ctx = self.backend.n_ctx_per_seq();
+            if job.prompt.len() + job.max_tokens as usize > n_ctx as usize {
+                let e = EngineError::ContextTooSmall {
+                    prompt: job.prompt.len(),
+                    predict: job.max_tokens as usize,
+                    n_ctx,
+                };
+                self.end_failed(job, e);
+                continue;
+            }
+            let stats = self.backend.stats().clone();
+            let started = Instant::now();
+            let seq = self.slots[i].seq;
+            let filled = self
+                .backend
+                .prefill(seq, &mut self.slots[i].cache, &job.prompt);
+            stats.prefill_us.add(started.elapsed().as_micros() as u64);
+            let filled = match filled {
+                Ok(f) => f,
+                Err(e) => {
+                    self.end_failed(job, e);
+                    continue;
+                }
+            };
+            job.events.send(Event::Started {
+                prompt_tokens: job.prompt.len(),
+                cached_tokens: filled.reused,
+            });
+            if let Ok(mut ids) = stats.generated_ids.lock() {
+                ids.clear();
+            }
+            for s in &mut self.slots {
+                if let Some(r) = s.running.as_mut() {
+                    r.record_ids = false;
+                }
+            }
+            let mut running = Running {
+                sampler: self.backend.sampler(job.sampling),
+                utf8: Utf8Stream::default(),
+                stop: StopMatcher::new(job.stop.clone()),
+                generated: 0,
+                next: 0,
+                pos: job.prompt.len() as u32,
+                record_ids: true,
+                job,
+            };
+            match self.take_token(&mut running, filled.logits) {
+                Ok(After::Continue) => self.slots[i].running = Some(running),
+                Ok(After::Finished(reason)) => self.finish(i, running, reason),
+                Err(e) => self.fail_running(i, running, e),
+            }
+            self.publish();
+        }
+    }
+
+    /// One decode step of every active slot, in one batch; then each samples its next token.
+    fn decode_step(&mut self) {
+        let order: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].running.is_some())
+            .collect();
+        let steps: Vec<Step> = order
+            .iter()
+            .filter_map(|&i| {
+                let r = self.slots[i].running.as_ref()?;
+                Some(Step {
+                    seq: self.slots[i].seq,
+                    token: r.next,
+                    pos: r.pos,
+                })
+            })
+            .collect();
+        let stats = self.backend.stats().clone();
+        let started = Instant::now();
+        let read_before = proc::read_bytes(Pid::This).unwrap_or(0);
+        let decoded = self.backend.decode(&steps);
+        let read_after = proc::read_bytes(Pid::This).unwrap_or(read_before);
+        stats
+            .decode_read_bytes
+            .add(read_after.saturating_sub(read_before));
+        if let Err(e) = decoded {
+            let message = e.to_string();
+            for &i in &order {
+                if let Some(r) = self.slots[i].running.take() {
+                    let seq = self.slots[i].seq;
+                    self.backend.clear(seq);
+                    self.slots[i].cache.tokens.clear();
+                    self.end_failed(r.job, EngineError::Llama(message.clone()));
+                }
+            }
+            self.publish();
+            return;
+        }
+        self.counters.decode_steps.fetch_add(1, Ordering::Relaxed);
+        stats.decode_steps.inc();
+        for (batch_index, &i) in order.iter().enumerate() {
+            let Some(mut r) = self.slots[i].running.take() else {
+                continue;
+            };
+            self.slots[i].cache.tokens.push(r.next);
+            r.pos += 1;
+            match self.take_token(&mut r, batch_index as i32) {
+                Ok(After::Continue) => self.slots[i].running = Some(r),
+                Ok(After::Finished(reason)) => self.finish(i, r, reason),
+                Err(e) => self.fail_running(i, r, e),
+            }
+        }
+        stats.decode_us.add(started.elapsed().as_micros() as u64);
+        self.publish();
+    }
+
+    /// Sample a job's next token from the logits at `index`, send its text, and say
+    /// whether the job is done.
+    fn take_token(
+        &mut self,
+        r: &mut Running<B::Sampler>,
+        index: i32,
+    ) -> Result<After, EngineError> {
+        if let Some(w) = r.job.logits.as_mut() {
+            for &x in self.backend.logits(index) {
+                w.write_all(&x.to_le_bytes()).map_err(EngineError::Output)?;
+            }
+        }
+        let token = self.backend.sample(&mut r.sampler, index);
+        let stats = self.backend.stats();
+        stats.generated_tokens.inc();
+        if r.record_ids {
+            if let Ok(mut ids) = stats.generated_ids.lock() {
+                ids.push(token);
+            }
+        }
+        self.counters
+            .completion_tokens
+            .fetch_add(1, Ordering::Relaxed);
+        r.generated += 1;
+        if self.backend.is_eog(token) {
+            return Ok(After::Finished(FinishReason::EndOfGeneration));
+        }
+        self.backend.piece(token, &mut self.piece);
+        let text = r.utf8.push(&self.piece);
+        let out = r.stop.push(&text);
+        if !out.is_empty() {
+            r.job.events.send(Event::Text(out));
+        }
+        if let Some(s) = r.stop.matched() {
+            return Ok(After::Finished(FinishReason::StopSequence(s.to_string())));
+        }
+        if r.generated >= r.job.max_tokens {
+            // The last token's logits would never be used: it is not decoded.
+            return Ok(After::Finished(FinishReason::Length));
+        }
+        r.next = token;
+        Ok(After::Continue)
+    }
+
+    fn finish(&mut self, i: usize, mut r: Running<B::Sampler>, reason: FinishReason) {
+        // Ended without a stop string: what the UTF-8 assembler and the stop matcher hold
+        // back is text, and is released.
+        let reason = if matches!(reason, FinishReason::StopSequence(_)) {
+            reason
+        } else {
+            let tail = r.utf8.finish();
+            let mut out = r.stop.push(&tail);
+            let reason = match r.stop.matched() {
+                Some(s) => FinishReason::StopSequence(s.to_string()),
+                None => {
+                    out += &r.stop.finish();
+                    reason
+                }
+            };
+            if !out.is_empty() {
+                r.job.events.send(Event::Text(out));
+            }
+            reason
+        };
+        if let Some(w) = r.job.logits.as_mut() {
+            if let Err(e) = w.flush() {
+                self.fail_running(i, r, EngineError::Output(e));
+                return;
+            }
+        }
+        r.job.events.send(Event::Done {
+            finish_reason: reason,
+            completion_tokens: r.generated as usize,
+        });
+        self.clock += 1;
+        self.slots[i].last_used = self.clock;
+        self.counters.completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A running job failed: its slot's cache may hold part of it, so it is dropped.
+    fn fail_running(&mut self, i: usize, r: Running<B::Sampler>, e: EngineError) {
+        let seq = self.slots[i].seq;
+        self.backend.clear(seq);
+        self.slots[i].cache.tokens.clear();
+        self.clock += 1;
+        self.slots[i].last_used = self.clock;
+        self.end_failed(r.job, e);
+    }
+
+    /// End `job` with `Failed(e)`. A shutdown counts as a cancellation, anything else as
+    /// a failure.
+    fn end_failed(&self, mut job: Job, e: EngineError) {
+        let counter = if matches!(e, EngineError::ShuttingDown) {
+            &self.counters.cancelled
+        } else {
+            tracing::warn!("a generation failed: {e}");
+            &self.counters.failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        job.events.send(Event::Failed(e));
+    }
+}

@@ -1,0 +1,365 @@
+//! The generation core against a fake backend: slot choice, batching, stop handling,
+//! cancellation and shutdown, without llama.cpp.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::*;
+
+/// Token 0 ends a generation; token `t` > 0 reads as `PIECES[t]`.
+const PIECES: [&str; 8] = ["", "a", "b", "ST", "OP", "c", "\u{e9}", "</"];
+const EOG: i32 = 0;
+
+/// A backend whose sequences emit a script chosen by their prompt's first token.
+struct Fake {
+    n_slots: usize,
+    n_ctx: u32,
+    scripts: HashMap<i32, Vec<i32>>,
+    /// Per sequence: its script and how much of it was sampled.
+    running: HashMap<i32, (Vec<i32>, usize)>,
+    /// The sequence behind each logits index of the latest evaluation.
+    batch: Vec<i32>,
+    decodes: Vec<Vec<Step>>,
+    prefills: Vec<(i32, Prefilled)>,
+    logits: Vec<f32>,
+    stats: Arc<RunStats>,
+}
+
+impl Fake {
+    fn new(n_slots: usize, scripts: &[(i32, &[i32])]) -> Fake {
+        Fake {
+            n_slots,
+            n_ctx: 64,
+            scripts: scripts.iter().map(|(k, v)| (*k, v.to_vec())).collect(),
+            running: HashMap::new(),
+            batch: Vec::new(),
+            decodes: Vec::new(),
+            prefills: Vec::new(),
+            logits: vec![0.5, -1.0],
+            stats: Arc::default(),
+        }
+    }
+}
+
+impl Backend for Fake {
+    type Sampler = ();
+    fn n_slots(&self) -> usize {
+        self.n_slots
+    }
+    fn n_ctx_per_seq(&self) -> u32 {
+        self.n_ctx
+    }
+    fn sampler(&self, _: SamplingParams) {}
+    fn prefill(
+        &mut self,
+        seq: i32,
+        cache: &mut SeqCache,
+        prompt: &[i32],
+    ) -> Result<Prefilled, EngineError> {
+        if prompt.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let reused = cache
+            .tokens
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len() - 1);
+        cache.tokens = prompt.to_vec();
+        let script = self.scripts.get(&prompt[0]).cloned().unwrap_or_default();
+        self.running.insert(seq, (script, 0));
+        self.batch = vec![seq];
+        let p = Prefilled {
+            reused,
+            evaluated: prompt.len() - reused,
+            logits: 0,
+        };
+        self.prefills.push((seq, p));
+        Ok(p)
+    }
+    fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
+        self.decodes.push(steps.to_vec());
+        self.batch = steps.iter().map(|s| s.seq).collect();
+        Ok(())
+    }
+    fn logits(&self, _: i32) -> &[f32] {
+        &self.logits
+    }
+    fn sample(&mut self, _: &mut (), index: i32) -> i32 {
+        let seq = self.batch[index as usize];
+        let (script, at) = self.running.get_mut(&seq).expect("a prefilled sequence");
+        let t = script.get(*at).copied().unwrap_or(EOG);
+        *at += 1;
+        t
+    }
+    fn is_eog(&self, token: i32) -> bool {
+        token == EOG
+    }
+    fn piece(&self, token: i32, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(PIECES[token as usize].as_bytes());
+    }
+    fn clear(&mut self, seq: i32) {
+        self.running.remove(&seq);
+    }
+    fn stats(&self) -> &Arc<RunStats> {
+        &self.stats
+    }
+}
+
+/// Records a job's events; `close` makes it look like a client that went away.
+#[derive(Clone, Default)]
+struct Recorder {
+    events: Arc<Mutex<Vec<Event>>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl EventSink for Recorder {
+    fn send(&mut self, event: Event) -> bool {
+        self.events.lock().unwrap().push(event);
+        true
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+}
+
+impl Recorder {
+    fn text(&self) -> String {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn done(&self) -> Option<(FinishReason, usize)> {
+        self.events.lock().unwrap().iter().find_map(|e| match e {
+            Event::Done {
+                finish_reason,
+                completion_tokens,
+            } => Some((finish_reason.clone(), *completion_tokens)),
+            _ => None,
+        })
+    }
+
+    fn failed(&self) -> Option<String> {
+        self.events.lock().unwrap().iter().find_map(|e| match e {
+            Event::Failed(e) => Some(e.to_string()),
+            _ => None,
+        })
+    }
+}
+
+fn job(prompt: &[i32], max_tokens: u32, stop: &[&str]) -> (Job, Recorder) {
+    let rec = Recorder::default();
+    let job = Job {
+        prompt: prompt.to_vec(),
+        max_tokens,
+        sampling: SamplingParams::default(),
+        stop: stop.iter().map(|s| s.to_string()).collect(),
+        logits: None,
+        events: Box::new(rec.clone()),
+    };
+    (job, rec)
+}
+
+fn generator(fake: &mut Fake) -> Generator<'_, Fake> {
+    Generator::new(fake, Arc::default())
+}
+
+#[test]
+fn one_slot_generates_its_script_and_never_decodes_the_last_token() {
+    let mut fake = Fake::new(1, &[(9, &[1, 2, 5, 1, 2])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9, 8, 7], 4, &[]);
+    g.submit(j);
+    g.run_until_idle();
+    assert_eq!(rec.text(), "abca");
+    assert_eq!(rec.done(), Some((FinishReason::Length, 4)));
+    // 4 tokens sampled: the first from the prompt's logits, 3 decode steps, and the 4th
+    // token is never evaluated.
+    let fake = g.backend();
+    assert_eq!(fake.decodes.len(), 3);
+    assert_eq!(
+        fake.decodes[0],
+        vec![Step {
+            seq: 0,
+            token: 1,
+            pos: 3
+        }]
+    );
+    assert_eq!(fake.stats.generated_tokens.get(), 4);
+    assert_eq!(fake.stats.decode_steps.get(), 3);
+    assert_eq!(*fake.stats.generated_ids.lock().unwrap(), vec![1, 2, 5, 1]);
+    let c = g.counters();
+    assert_eq!(c.completed.load(Ordering::Relaxed), 1);
+    assert_eq!(c.completion_tokens.load(Ordering::Relaxed), 4);
+    assert!(g.idle());
+}
+
+#[test]
+fn end_of_generation_releases_text_held_for_a_stop_string_or_a_character() {
+    // "ST" could begin "STOP": it is held back, and the end-of-generation token must
+    // release it (it used to be dropped unless the job ended by length).
+    let mut fake = Fake::new(1, &[(9, &[1, 3, EOG])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 10, &["STOP"]);
+    g.submit(j);
+    g.run_until_idle();
+    assert_eq!(rec.text(), "aST");
+    assert_eq!(rec.done(), Some((FinishReason::EndOfGeneration, 3)));
+}
+
+#[test]
+fn a_stop_string_across_tokens_ends_the_job_and_is_cut_off() {
+    let mut fake = Fake::new(1, &[(9, &[1, 3, 4, 2, 2])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 10, &["STOP", "zz"]);
+    g.submit(j);
+    g.run_until_idle();
+    assert_eq!(rec.text(), "a");
+    assert_eq!(
+        rec.done(),
+        Some((FinishReason::StopSequence("STOP".into()), 3))
+    );
+}
+
+#[test]
+fn text_is_whole_characters_and_logits_go_to_the_job_sink() {
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut fake = Fake::new(1, &[(9, &[6, 1, 6])]);
+    let mut g = generator(&mut fake);
+    let (mut j, rec) = job(&[9], 3, &[]);
+    let bytes = Arc::new(Mutex::new(Vec::new()));
+    j.logits = Some(Box::new(Shared(bytes.clone())));
+    g.submit(j);
+    g.run_until_idle();
+    assert_eq!(rec.text(), "\u{e9}a\u{e9}");
+    // Two f32 logits per sampled position, little-endian.
+    let b = bytes.lock().unwrap();
+    assert_eq!(b.len(), 3 * 2 * 4);
+    assert_eq!(&b[..4], &0.5f32.to_le_bytes());
+}
+
+#[test]
+fn active_slots_decode_in_one_batch_and_each_gets_its_own_output() {
+    let mut fake = Fake::new(2, &[(1, &[1, 1, 1]), (2, &[2, 2])]);
+    let mut g = generator(&mut fake);
+    let (a, ra) = job(&[1, 5], 3, &[]);
+    let (b, rb) = job(&[2, 5], 3, &[]);
+    g.submit(a);
+    g.submit(b);
+    g.run_until_idle();
+    assert_eq!(ra.text(), "aaa");
+    assert_eq!(rb.text(), "bb");
+    assert_eq!(rb.done(), Some((FinishReason::EndOfGeneration, 3)));
+    let fake = g.backend();
+    // Both slots in the first two steps; the first job's last token is not evaluated and
+    // the second's end token was sampled after step 2.
+    assert_eq!(fake.decodes[0].len(), 2);
+    assert_eq!(fake.decodes[1].len(), 2);
+    assert_eq!(fake.decodes.len(), 2);
+}
+
+#[test]
+fn a_job_goes_to_the_slot_that_shares_its_prefix() {
+    let mut fake = Fake::new(2, &[(1, &[1]), (2, &[2])]);
+    let mut g = generator(&mut fake);
+    for p in [[1, 4, 4, 4], [2, 4, 4, 4]] {
+        let (j, _) = job(&p, 1, &[]);
+        g.submit(j);
+    }
+    g.run_until_idle();
+    // The same prompts again, in the other order: each finds its own slot's cache.
+    for p in [[2, 4, 4, 4], [1, 4, 4, 4]] {
+        let (j, _) = job(&p, 1, &[]);
+        g.submit(j);
+        g.run_until_idle();
+    }
+    let p = &g.backend().prefills;
+    assert_ne!(p[0].0, p[1].0, "two jobs at once take two slots");
+    assert_eq!((p[2].0, p[2].1.reused), (p[1].0, 3));
+    assert_eq!((p[3].0, p[3].1.reused), (p[0].0, 3));
+}
+
+#[test]
+fn a_closed_receiver_frees_its_slot_for_the_next_job() {
+    let mut fake = Fake::new(1, &[(1, &[1; 20]), (2, &[2, 2])]);
+    let mut g = generator(&mut fake);
+    let (a, ra) = job(&[1], 20, &[]);
+    let (b, rb) = job(&[2], 2, &[]);
+    g.submit(a);
+    g.submit(b);
+    g.step();
+    g.step();
+    assert_eq!(g.counters().active_slots.load(Ordering::Relaxed), 1);
+    assert_eq!(g.counters().waiting.load(Ordering::Relaxed), 1);
+    ra.closed.store(true, Ordering::Relaxed);
+    g.run_until_idle();
+    assert_eq!(ra.done(), None);
+    assert_eq!(rb.text(), "bb");
+    let c = g.counters();
+    assert_eq!(c.cancelled.load(Ordering::Relaxed), 1);
+    assert_eq!(c.completed.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn shutdown_ends_every_job_and_bad_jobs_fail_alone() {
+    let mut fake = Fake::new(1, &[(1, &[1; 20])]);
+    let mut g = generator(&mut fake);
+    let (too_long, rt) = job(&[1], 100, &[]);
+    let (empty, re) = job(&[], 1, &[]);
+    let (running, rr) = job(&[1], 20, &[]);
+    let (queued, rq) = job(&[1], 20, &[]);
+    for j in [too_long, empty, running, queued] {
+        g.submit(j);
+    }
+    g.step();
+    assert!(rt.failed().unwrap().contains("context too small"));
+    assert!(re.failed().unwrap().contains("empty"));
+    assert_eq!(g.counters().failed.load(Ordering::Relaxed), 2);
+    g.shut_down();
+    for r in [&rr, &rq] {
+        assert!(
+            r.failed().unwrap().contains("shutting down"),
+            "{:?}",
+            r.failed()
+        );
+    }
+    assert!(g.idle());
+    assert_eq!(g.counters().cancelled.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn serve_runs_jobs_from_a_channel_until_stopped() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (a, ra) = job(&[1], 2, &[]);
+    tx.send(a).unwrap();
+    drop(tx);
+    let mut fake = Fake::new(1, &[(1, &[1, 2])]);
+    let mut g = generator(&mut fake);
+    // The channel closes once its job is done: serve returns.
+    g.serve(&rx, &AtomicBool::new(false));
+    assert_eq!(ra.text(), "ab");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (b, rb) = job(&[1], 2, &[]);
+    tx.send(b).unwrap();
+    g.serve(&rx, &AtomicBool::new(true));
+    assert!(rb.failed().unwrap().contains("shutting down"));
+}

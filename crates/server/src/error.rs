@@ -1,0 +1,104 @@
+//! A request's failure, protocol-neutral: what went wrong (an [`ErrorKind`], which fixes
+//! the HTTP status) and a message that says what to do. Each protocol adapter renders it
+//! in its own error shape.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Malformed JSON, wrong types, values out of range, prompts beyond the context: 400.
+    BadRequest,
+    /// A missing or wrong API key: 401.
+    Unauthorized,
+    /// No such endpoint: 404.
+    NotFound,
+    /// A body over `--max-body-mb`: 413.
+    PayloadTooLarge,
+    /// Loading, stopping, or every slot and queue place taken: 503 with `Retry-After`.
+    Unavailable,
+    /// The generation failed inside the engine: 500.
+    Internal,
+}
+
+impl ErrorKind {
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// Seconds, for `Retry-After` (503 only).
+    pub retry_after: Option<u32>,
+}
+
+impl ApiError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
+        ApiError {
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorKind::BadRequest, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>, retry_after: u32) -> ApiError {
+        ApiError {
+            retry_after: Some(retry_after),
+            ..ApiError::new(ErrorKind::Unavailable, message)
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorKind::Internal, message)
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+}
+
+/// A JSON request body as `T`: 413 over the size cap, 400 for malformed JSON or wrong
+/// types (naming the field).
+pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let bytes = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                ErrorKind::PayloadTooLarge,
+                "the request body is larger than the server accepts: send a shorter prompt, or start the server with a larger --max-body-mb",
+            )
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {r}"))
+        }
+    })?;
+    let de = &mut serde_json::Deserializer::from_slice(&bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        use serde_json::error::Category;
+        match inner.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                ApiError::bad_request(format!("the request body is not valid JSON: {inner}"))
+            }
+            Category::Data if path == "." || path.is_empty() => ApiError::bad_request(format!(
+                "the request body does not fit this endpoint: {inner}"
+            )),
+            Category::Data => ApiError::bad_request(format!("invalid `{path}`: {inner}")),
+        }
+    })
+}

@@ -1,0 +1,282 @@
+//! From a protocol's request to the generation core and back: validate the sampling
+//! settings and lengths ([`prepare`]), count the request in or refuse it ([`submit`]), and
+//! gather a whole generation for non-streaming answers ([`collect`]). Adapters call these;
+//! the engine thread ([`engine_main`]) runs the core.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use epm_engine::generation::{Event, EventSink, FinishReason, Generator, Job};
+use epm_engine::{Engine, EngineError, SamplingParams};
+
+use crate::error::ApiError;
+use crate::state::{AppState, Loaded, ServerCounters};
+use crate::ServerOptions;
+
+/// The sampling and length settings a request asked for, before they are checked.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    pub max_tokens: Option<u32>,
+    /// The protocol's default when `max_tokens` is absent (`None`: the room left).
+    pub default_max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub seed: Option<i64>,
+    /// Choices per request; only 1 is served.
+    pub n: Option<u32>,
+    pub stop: Vec<String>,
+}
+
+/// A request ready for the engine.
+pub struct Prepared {
+    pub prompt: Vec<i32>,
+    pub max_tokens: u32,
+    pub sampling: SamplingParams,
+    pub stop: Vec<String>,
+}
+
+/// The sampling settings, checked. Temperature defaults to 1 as in OpenAI's API.
+fn sampling(a: &Asked) -> Result<SamplingParams, ApiError> {
+    if a.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::bad_request(
+            "`n` must be 1: this server returns one choice per request",
+        ));
+    }
+    let temperature = a.temperature.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::bad_request(format!(
+            "`temperature` {temperature} is out of range: use 0 to 2"
+        )));
+    }
+    let top_p = a.top_p.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::bad_request(format!(
+            "`top_p` {top_p} is out of range: use a value above 0 and at most 1"
+        )));
+    }
+    let seed = match a.seed {
+        Some(v) => (v as u64 ^ (v as u64 >> 32)) as u32,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos()),
+    };
+    Ok(SamplingParams {
+        temperature,
+        top_p,
+        seed,
+    })
+}
+
+/// Check a tokenized prompt and its settings against a slot's context.
+pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepared, ApiError> {
+    let sampling = sampling(asked)?;
+    let n_ctx = loaded.n_ctx_per_seq as usize;
+    if prompt.is_empty() {
+        return Err(ApiError::bad_request("the prompt is empty"));
+    }
+    if prompt.len() >= n_ctx {
+        return Err(ApiError::bad_request(format!(
+            "the prompt has {} tokens, but a slot's context holds {n_ctx}: shorten the prompt, or start the server with a larger -c (or fewer --parallel slots)",
+            prompt.len()
+        )));
+    }
+    let room = (n_ctx - prompt.len()) as u32;
+    let max_tokens = asked
+        .max_tokens
+        .or(asked.default_max_tokens)
+        .unwrap_or(room);
+    if max_tokens == 0 {
+        return Err(ApiError::bad_request("`max_tokens` must be at least 1"));
+    }
+    if prompt.len() + max_tokens as usize > n_ctx {
+        return Err(ApiError::bad_request(format!(
+            "the prompt has {} tokens and max_tokens asks for {max_tokens} more, but a slot's context holds {n_ctx}: lower max_tokens to at most {room}, shorten the prompt, or start the server with a larger -c",
+            prompt.len()
+        )));
+    }
+    Ok(Prepared {
+        prompt,
+        max_tokens,
+        sampling,
+        stop: asked.stop.clone(),
+    })
+}
+
+/// The model, or 503 while it loads.
+pub fn loaded(state: &AppState) -> Result<&Loaded, ApiError> {
+    state
+        .loaded
+        .get()
+        .ok_or_else(|| ApiError::unavailable("the model is still loading; retry shortly", 5))
+}
+
+/// A request counted in flight; it counts out when dropped, however the request ends.
+struct Ticket(Arc<ServerCounters>);
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Count the request in, or refuse it when every slot and queue place is taken.
+fn admit(state: &AppState) -> Result<Ticket, ApiError> {
+    let server = &state.server;
+    let cap = state.slots + state.queue;
+    let mut cur = server.in_flight.load(Ordering::Acquire);
+    loop {
+        if cur >= cap || server.stopping.load(Ordering::Acquire) {
+            server.rejected_overload.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::unavailable(
+                format!(
+                    "the server is busy: {} requests running and {} waiting fill its {} slots and queue of {}; retry in a few seconds",
+                    state.generation.active_slots.load(Ordering::Relaxed),
+                    state.generation.waiting.load(Ordering::Relaxed),
+                    state.slots,
+                    state.queue
+                ),
+                2,
+            ));
+        }
+        match server
+            .in_flight
+            .compare_exchange(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Ok(Ticket(server.clone())),
+            Err(now) => cur = now,
+        }
+    }
+}
+
+/// A job's events, sent to its HTTP handler; the ticket goes with the job.
+struct ChannelSink {
+    tx: UnboundedSender<Event>,
+    _ticket: Ticket,
+}
+
+impl EventSink for ChannelSink {
+    fn send(&mut self, event: Event) -> bool {
+        self.tx.send(event).is_ok()
+    }
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+/// Hand a request to the engine thread; its events come back on the receiver.
+pub fn submit(state: &AppState, p: Prepared) -> Result<UnboundedReceiver<Event>, ApiError> {
+    let ticket = admit(state)?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let job = Job {
+        prompt: p.prompt,
+        max_tokens: p.max_tokens,
+        sampling: p.sampling,
+        stop: p.stop,
+        logits: None,
+        events: Box::new(ChannelSink {
+            tx,
+            _ticket: ticket,
+        }),
+    };
+    let sent = state
+        .jobs
+        .lock()
+        .map(|j| j.send(job).is_ok())
+        .unwrap_or(false);
+    if !sent {
+        return Err(ApiError::unavailable("the server is shutting down", 5));
+    }
+    Ok(rx)
+}
+
+/// Token counts of one generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt: u64,
+    /// Prompt tokens reused from a slot's cache.
+    pub cached: u64,
+    pub completion: u64,
+}
+
+/// A whole generation, for non-streaming answers.
+pub struct Collected {
+    pub text: String,
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+}
+
+pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiError> {
+    let mut usage = Usage::default();
+    let mut text = String::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Started {
+                prompt_tokens,
+                cached_tokens,
+            } => {
+                usage.prompt = prompt_tokens as u64;
+                usage.cached = cached_tokens as u64;
+            }
+            Event::Text(t) => text.push_str(&t),
+            Event::Done {
+                finish_reason,
+                completion_tokens,
+            } => {
+                usage.completion = completion_tokens as u64;
+                return Ok(Collected {
+                    text,
+                    finish_reason,
+                    usage,
+                });
+            }
+            Event::Failed(e) => return Err(ApiError::internal(e.to_string())),
+        }
+    }
+    Err(ApiError::internal(
+        "the engine stopped before the generation finished",
+    ))
+}
+
+/// The engine thread: load the model, start the session, compile the chat format once,
+/// publish them, then run the generation core until the server stops.
+pub(crate) fn engine_main(
+    opts: ServerOptions,
+    state: Arc<AppState>,
+    jobs: std::sync::mpsc::Receiver<Job>,
+    loaded: tokio::sync::oneshot::Sender<Result<(), EngineError>>,
+) {
+    let engine = match Engine::load(opts.index, opts.engine, opts.stats.clone(), None) {
+        Ok(e) => Arc::new(e),
+        Err(e) => {
+            let _ = loaded.send(Err(e));
+            return;
+        }
+    };
+    let chat = match engine.chat_renderer(opts.chat_template.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = loaded.send(Err(e));
+            return;
+        }
+    };
+    let mut session = match engine.start(opts.session) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = loaded.send(Err(e));
+            return;
+        }
+    };
+    let _ = state.loaded.set(Loaded {
+        engine: engine.clone(),
+        chat,
+        n_ctx_per_seq: session.n_ctx_per_seq(),
+    });
+    let _ = loaded.send(Ok(()));
+    tracing::info!("model loaded; serving");
+    let mut generator = Generator::new(&mut session, state.generation.clone());
+    generator.serve(&jobs, &state.server.stopping);
+    drop(generator);
+    session.finish();
+}

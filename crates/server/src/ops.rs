@@ -1,0 +1,59 @@
+//! The operator's endpoints: `/health` (200 once loaded, 503 while loading or stopping),
+//! `/metrics` (Prometheus text) and `/stats` (the stats JSON), and the answer to an
+//! unknown path.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::error::{ApiError, ErrorKind};
+use crate::openai::OpenAiError;
+use crate::state::AppState;
+
+/// `/health`: outside the API key, for supervisors and load balancers.
+pub fn health_routes() -> Router<Arc<AppState>> {
+    Router::new().route("/health", get(health))
+}
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/stats", get(stats))
+}
+
+pub async fn not_found() -> OpenAiError {
+    OpenAiError(ApiError::new(
+        ErrorKind::NotFound,
+        "no such endpoint: see /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics, /stats",
+    ))
+}
+
+async fn health(State(state): State<Arc<AppState>>) -> Response {
+    let stopping = state.server.stopping.load(Ordering::Acquire);
+    let (status, message) = match (state.loaded.get().is_some(), stopping) {
+        (_, true) => ("stopping", "the server is shutting down"),
+        (true, false) => return (StatusCode::OK, Json(json!({"status": "ok"}))).into_response(),
+        (false, false) => ("loading", "the model is still loading; retry shortly"),
+    };
+    let e = OpenAiError(ApiError::unavailable(message, 5));
+    let mut body = e.body();
+    body["status"] = json!(status);
+    let mut r = e.into_response();
+    *r.body_mut() = axum::body::Body::from(body.to_string());
+    r
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let text = crate::metrics::render(state);
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
+}
+
+async fn stats(State(state): State<Arc<AppState>>) -> Response {
+    Json(epm_engine::telemetry::snapshot(&state.stats)).into_response()
+}

@@ -1,0 +1,42 @@
+//! What every handler sees: the server's settings, the model once it is loaded (with its
+//! chat format compiled once), the channel to the engine thread, and the counters.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use epm_core::stats::RunStats;
+use epm_engine::chat::ChatRenderer;
+use epm_engine::generation::{GenerationCounters, Job};
+use epm_engine::Engine;
+
+/// What the engine thread publishes once the model is loaded.
+pub struct Loaded {
+    pub engine: Arc<Engine>,
+    pub chat: ChatRenderer,
+    pub n_ctx_per_seq: u32,
+}
+
+/// The server's own counts, beside the generation core's.
+#[derive(Debug, Default)]
+pub struct ServerCounters {
+    /// Requests admitted and not yet ended: running or waiting for a slot.
+    pub in_flight: AtomicUsize,
+    pub rejected_overload: AtomicU64,
+    /// No new requests; the engine thread must end every request and stop.
+    pub stopping: AtomicBool,
+}
+
+pub struct AppState {
+    /// The model's name in responses.
+    pub model_name: String,
+    pub api_key: Option<String>,
+    pub slots: usize,
+    pub queue: usize,
+    pub loaded: OnceLock<Loaded>,
+    pub server: Arc<ServerCounters>,
+    pub generation: Arc<GenerationCounters>,
+    pub jobs: Mutex<std::sync::mpsc::Sender<Job>>,
+    pub stats: Arc<RunStats>,
+    pub started: Instant,
+}

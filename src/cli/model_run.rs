@@ -1,0 +1,184 @@
+//! What `generate` and `serve` share: the flags that pick a model, a budget, a context and
+//! threads ([`ModelRunArgs`]), and the set-up they imply ([`ModelRun`]): the index, the
+//! plan (computed once), the pager mode, the compute threads, the stats and their file.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use epm_core::model::ModelIndex;
+use epm_core::plan::{make_plan, Plan};
+use epm_core::stats::{PagerCounters, RunStats};
+use epm_core::threads::{ComputeThreads, Threads};
+use epm_engine::telemetry::{self, MemorySampler};
+use epm_engine::{EngineOptions, PagerMode, SessionOptions};
+
+use super::paging::PagingArgs;
+use super::{budget_bytes, check_output_path, open_index, signals, ShapeArgs};
+
+#[derive(Args, Debug)]
+pub struct ModelRunArgs {
+    /// The GGUF model (first shard of a split model).
+    #[arg(short = 'm', long)]
+    pub model: PathBuf,
+    /// Total RSS budget in MiB (default: 80% of available memory).
+    #[arg(long = "ram-budget-mb", conflicts_with_all = ["no_pager", "upstream_mmap"])]
+    pub ram_budget_mb: Option<u64>,
+    /// Upstream behaviour apart from MAP_POPULATE: no pager, no hook.
+    #[arg(long, conflicts_with = "upstream_mmap")]
+    pub no_pager: bool,
+    /// Upstream behaviour including MAP_POPULATE: the baseline.
+    #[arg(long)]
+    pub upstream_mmap: bool,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Compute threads, or `auto`: all cores, but one fewer for decode when the run pages
+    /// with less than a third of the experts resident (decode then waits on the disk, and
+    /// the helper threads that read ahead and evict use the free core); prefill always
+    /// computes on every core.
+    #[arg(short = 't', long, default_value = "auto")]
+    pub threads: Threads,
+    /// Logical batch size for prompts.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
+    pub batch: u32,
+    /// Write the stats JSON here at exit and on SIGUSR2 (default: $EPM_STATS_FILE).
+    #[arg(long)]
+    pub stats_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub paging: PagingArgs,
+}
+
+/// A model run, set up and not yet loaded.
+pub struct ModelRun {
+    pub index: ModelIndex,
+    pub stats: Arc<RunStats>,
+    pub engine: EngineOptions,
+    pub session: SessionOptions,
+    stats_path: Option<PathBuf>,
+    sampler: MemorySampler,
+}
+
+impl ModelRunArgs {
+    /// Open the model, check every output path (`outputs` names the command's own) and the
+    /// budget against the plan, and start the stats (file on SIGUSR2, memory sampler), for
+    /// `n_seq` parallel sequences.
+    pub fn set_up(&self, n_seq: u32, outputs: &[(&str, &Option<PathBuf>)]) -> Result<ModelRun> {
+        let index = open_index(&self.model)?;
+        let own = [
+            ("--trace-file", &self.paging.trace_file),
+            ("--stats-file", &self.stats_file),
+        ];
+        for (flag, path) in outputs.iter().chain(own.iter()) {
+            if let Some(p) = path {
+                check_output_path(flag, p)?;
+            }
+        }
+        let paged = !self.upstream_mmap && !self.no_pager && index.is_moe();
+        let budget = paged
+            .then(|| budget_bytes(self.ram_budget_mb))
+            .transpose()?;
+        let shape = self.shape.resolve(&index, budget, n_seq)?;
+        let page = epm_sys::page_size() as u64;
+        let plan = budget.map(|b| make_plan(&index, shape, b, page));
+        let mode = self.pager_mode(&index, plan.as_ref())?;
+        let stats = run_stats(&index, &self.model, mode);
+        let stats_path = self
+            .stats_file
+            .clone()
+            .or_else(|| std::env::var_os("EPM_STATS_FILE").map(PathBuf::from));
+        if let Some(p) = &stats_path {
+            signals::write_stats_on_sigusr2(stats.clone(), p.clone())?;
+        }
+        let sampler = MemorySampler::start(stats.clone(), Duration::from_millis(20))
+            .context("starting the memory sampler")?;
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        let expert_budget = match mode {
+            PagerMode::On { .. } => plan.as_ref().map(|p| p.expert_budget_bytes),
+            _ => None,
+        };
+        let threads = ComputeThreads::new(self.threads, cores, expert_budget, index.expert_bytes);
+        let engine = EngineOptions {
+            mode,
+            paging: self.paging.options(threads.decode, cores),
+        };
+        let session = SessionOptions {
+            n_ctx: shape.n_ctx,
+            n_batch: self.batch.max(shape.n_ubatch),
+            n_ubatch: shape.n_ubatch,
+            n_threads: threads.decode as i32,
+            n_threads_batch: threads.batch as i32,
+            n_seq,
+        };
+        Ok(ModelRun {
+            index,
+            stats,
+            engine,
+            session,
+            stats_path,
+            sampler,
+        })
+    }
+
+    /// Upstream's loading, no pager, or paging within the plan's budget (refused below its
+    /// minimum). A model without routed experts runs unpaged, with a notice.
+    fn pager_mode(&self, index: &ModelIndex, plan: Option<&Plan>) -> Result<PagerMode> {
+        if self.upstream_mmap {
+            return Ok(PagerMode::UpstreamMmap);
+        }
+        if self.no_pager {
+            return Ok(PagerMode::Off);
+        }
+        if !index.is_moe() {
+            eprintln!(
+                "notice: {} has no routed experts ({} architecture); running unpaged",
+                self.model.display(),
+                index.arch
+            );
+            return Ok(PagerMode::Off);
+        }
+        let Some(plan) = plan else {
+            return Ok(PagerMode::Off);
+        };
+        plan.check()?;
+        Ok(PagerMode::On {
+            budget_bytes: plan.budget_bytes,
+        })
+    }
+}
+
+impl ModelRun {
+    /// The run is over (`ok`: it succeeded): stop sampling and write the stats file.
+    pub fn finish(self, ok: bool) -> Result<Arc<RunStats>> {
+        drop(self.sampler);
+        self.stats.complete.store(ok, Ordering::Relaxed);
+        if let Some(p) = &self.stats_path {
+            telemetry::write_stats(&self.stats, p)
+                .with_context(|| format!("writing stats to {}", p.display()))?;
+        }
+        Ok(self.stats)
+    }
+}
+
+/// The run's shared stats for `mode`.
+fn run_stats(index: &ModelIndex, model: &Path, mode: PagerMode) -> Arc<RunStats> {
+    let budget = match mode {
+        PagerMode::On { budget_bytes } => budget_bytes,
+        _ => 0,
+    };
+    Arc::new(RunStats {
+        pager_enabled: budget > 0,
+        budget_bytes: budget,
+        model_path: model.to_path_buf(),
+        model_bytes: index.model_bytes(),
+        expert_bytes: index.expert_bytes,
+        pager: Arc::new(PagerCounters::new(
+            index.layers.iter().map(|l| l.layer),
+            index.n_expert,
+        )),
+        ..Default::default()
+    })
+}
