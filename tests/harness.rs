@@ -116,6 +116,97 @@ fn ab_on_a_tiny_model_with_two_budgets() {
 }
 
 #[test]
+fn variants_alternate_with_the_configurations_and_are_checked_like_them() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let min_mb = min_budget_mb(&model, &["-c", "1024"]).to_string();
+    let out = dir.path().join("ab.json");
+    let model_arg = model.to_str().unwrap();
+    let args = [
+        "ab",
+        "-m",
+        model_arg,
+        "--budget-mb",
+        &min_mb,
+        "-n",
+        "8",
+        "-c",
+        "1024",
+        "--runs",
+        "2",
+        "--configs",
+        "epm",
+        "--epm-arg=--no-predict",
+        "--out",
+        out.to_str().unwrap(),
+        "--variant",
+        "populate-2=--prefetch populate --io-threads 2",
+        "--variant",
+        "predict=--predict",
+    ];
+    ok(&epm(&args));
+    let report = json(&out);
+    assert_eq!(report["all_passed"], true, "{report}");
+    let rows = report["rows"].as_array().unwrap();
+    let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    // Each repetition runs the configuration, then every variant, in order.
+    assert_eq!(
+        labels,
+        [
+            "epm",
+            "populate-2",
+            "predict",
+            "epm",
+            "populate-2",
+            "predict"
+        ]
+    );
+    for r in rows.iter().filter(|r| r["label"] != "epm") {
+        assert_eq!(r["config"], "epm");
+        // Compared with the first run of their set: the same tokens and logits.
+        assert_eq!(r["tokens_match"], true, "{r}");
+        assert_eq!(r["logits_match"], true, "{r}");
+        assert_eq!(r["within_budget"], true, "{r}");
+        let cmd = r["command"].as_str().unwrap();
+        assert!(cmd.contains("--no-predict"), "{cmd}");
+    }
+    let populate = rows.iter().find(|r| r["label"] == "populate-2").unwrap();
+    assert!(populate["command"]
+        .as_str()
+        .unwrap()
+        .ends_with("--prefetch populate --io-threads 2"));
+    let summary = &report["summary"][0]["variants"];
+    assert_eq!(summary.as_array().unwrap().len(), 2);
+    assert_eq!(summary[0]["label"], "populate-2");
+    assert_eq!(summary[0]["decode_over_first"]["n"], 2);
+    // A variant must not take a configuration's name, and needs LABEL=FLAGS.
+    for bad in ["epm=--no-predict", "no-label"] {
+        let e = epm(&[
+            "ab",
+            "-m",
+            model_arg,
+            "--budget-mb",
+            &min_mb,
+            "--variant",
+            bad,
+        ]);
+        assert_eq!(e.status.code(), Some(2), "{bad}");
+    }
+    let e = epm(&[
+        "ab",
+        "-m",
+        model_arg,
+        "--budget-mb",
+        &min_mb,
+        "--device-queue",
+        "nr_requests=4",
+    ]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("read_ahead_kb or max_sectors_kb"));
+}
+
+#[test]
 fn a_child_over_the_cap_is_killed_and_reported_as_oom() {
     let _serial = serial();
     let cap = Cap::new(64 * MIB);

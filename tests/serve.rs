@@ -3,144 +3,13 @@
 
 mod common;
 
+use common::server::Server;
 use common::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A running server; SIGTERM and a wait on drop (SIGKILL if it does not stop).
-struct Server {
-    child: Option<Child>,
-    base: String,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-impl Server {
-    fn start(model: &Path, extra: &[&str]) -> Server {
-        let ctx: &[&str] = if extra.contains(&"-c") {
-            &[]
-        } else {
-            &["-c", "1024"]
-        };
-        let mut child = Command::new(bin())
-            .args([
-                "serve",
-                "-m",
-                model.to_str().unwrap(),
-                "--port",
-                "0",
-                "-t",
-                "2",
-            ])
-            .args(ctx)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn epm-run serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("listening on ") {
-                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
-                    let _ = tx.send(addr);
-                }
-                log2.lock().unwrap().push_str(&(line + "\n"));
-            }
-        });
-        let base = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
-        let server = Server {
-            child: Some(child),
-            base,
-            stderr: log,
-        };
-        wait_for(
-            "the model to load (/health 200)",
-            Duration::from_secs(120),
-            || ureq::get(&server.url("/health")).call().is_ok(),
-        );
-        server
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    fn post(&self, path: &str, body: &Value) -> Result<Value, (u16, Value, Option<String>)> {
-        match ureq::post(&self.url(path)).send_json(body.clone()) {
-            Ok(r) => Ok(r.into_json().unwrap()),
-            Err(ureq::Error::Status(code, r)) => {
-                let retry = r.header("retry-after").map(String::from);
-                Err((code, r.into_json().unwrap_or(Value::Null), retry))
-            }
-            Err(e) => panic!("transport error: {e}"),
-        }
-    }
-
-    fn chat(&self, body: &Value) -> Value {
-        self.post("/v1/chat/completions", body)
-            .unwrap_or_else(|e| panic!("chat failed: {e:?}"))
-    }
-
-    /// A streaming request's events (the JSON of each `data:` line, `[DONE]` as a string).
-    fn stream(&self, path: &str, body: &Value) -> Vec<Value> {
-        let r = ureq::post(&self.url(path))
-            .send_json(body.clone())
-            .unwrap_or_else(|e| panic!("stream failed: {e}"));
-        assert!(r.content_type().starts_with("text/event-stream"));
-        sse_events(r.into_reader())
-    }
-
-    /// SIGTERM, then the exit status (SIGKILL after 30 s).
-    fn stop(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().unwrap();
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                return s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!(
-                    "the server did not stop on SIGTERM: {}",
-                    self.stderr.lock().unwrap()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            self.stop();
-        }
-    }
-}
-
-fn sse_events(reader: impl Read) -> Vec<Value> {
-    BufReader::new(reader)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| l.strip_prefix("data: ").map(String::from))
-        .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d)))
-        .collect()
-}
+use std::process::Command;
+use std::time::Duration;
 
 /// The content of a streamed chat (or the text of a streamed completion).
 fn streamed_text(events: &[Value]) -> String {
@@ -568,4 +437,109 @@ fn sigterm_during_a_stream_ends_it_and_exits_cleanly() {
     assert!(status.success(), "exit status {status}");
     let st = stats(&stats_path);
     assert!(st.complete && st.tokens.generated > 0);
+}
+
+#[test]
+fn a_model_file_replaced_under_the_server_gets_a_503_that_names_it() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let mut s = Server::start(&model, &["--no-pager"]);
+    let body =
+        json!({"messages": messages("Be brief.", "Hello"), "max_tokens": 4, "temperature": 0});
+    s.chat(&body);
+    // A re-download: a new file renamed over the old one (the mapping keeps the old inode).
+    let fresh = dir.path().join("fresh.gguf");
+    std::fs::copy(&model, &fresh).unwrap();
+    std::fs::rename(&fresh, &model).unwrap();
+    let (code, err, retry) = s.post("/v1/chat/completions", &body).unwrap_err();
+    assert_eq!(code, 503);
+    assert!(retry.is_some());
+    let msg = err["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(model.to_str().unwrap()) && msg.contains("restart the server"),
+        "{msg}"
+    );
+    assert!(msg.contains("replaced"), "{msg}");
+    let health = ureq::get(&s.url("/health")).call().unwrap_err();
+    let ureq::Error::Status(503, r) = health else {
+        panic!("/health: {health:?}")
+    };
+    assert_eq!(r.into_json::<Value>().unwrap()["status"], "model_changed");
+    let metrics = ureq::get(&s.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(metrics.contains("epm_model_file_changed 1"), "{metrics}");
+    assert!(s.stop().success());
+}
+
+#[test]
+fn a_stats_file_that_cannot_be_written_is_counted_and_the_server_goes_on() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let stats_path = out.join("stats.json");
+    let mut s = Server::start(
+        &model,
+        &["--no-pager", "--stats-file", stats_path.to_str().unwrap()],
+    );
+    let failures = |s: &Server| -> u64 {
+        let m = ureq::get(&s.url("/metrics"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        m.lines()
+            .find(|l| l.starts_with("epm_output_write_failures_total{file=\"stats\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0, |v| v.parse::<f64>().unwrap() as u64)
+    };
+    assert_eq!(failures(&s), 0);
+    // The folder goes away (a cleaned temp dir, an unmounted disk): SIGUSR2 cannot write.
+    std::fs::remove_dir_all(&out).unwrap();
+    let usr2 = |s: &Server| {
+        Command::new("kill")
+            .args(["-USR2", &s.pid().to_string()])
+            .status()
+            .unwrap();
+    };
+    usr2(&s);
+    wait_for(
+        "the failed write to be counted",
+        Duration::from_secs(20),
+        || failures(&s) == 1,
+    );
+    // The server goes on serving.
+    let body =
+        json!({"messages": messages("Be brief.", "Hello"), "max_tokens": 4, "temperature": 0});
+    s.chat(&body);
+    usr2(&s);
+    wait_for("the second failure", Duration::from_secs(20), || {
+        failures(&s) == 2
+    });
+    let log = s.stderr.lock().unwrap().clone();
+    assert_eq!(
+        log.matches("cannot write the stats file").count(),
+        1,
+        "logged once: {log}"
+    );
+    assert!(log.contains(stats_path.to_str().unwrap()), "{log}");
+    // Back again: the next write succeeds, whole, and nothing half-written is left.
+    std::fs::create_dir(&out).unwrap();
+    usr2(&s);
+    wait_for("the stats file", Duration::from_secs(20), || {
+        stats_path.exists()
+    });
+    let snap = stats(&stats_path);
+    assert!(snap.tokens.generated > 0);
+    assert!(s.stop().success());
+    let names: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("stats.json")]);
 }

@@ -29,7 +29,7 @@ pub struct ServeArgs {
     /// Requests that may wait for a free slot; beyond, the server answers 503.
     #[arg(long, default_value_t = 16)]
     queue: usize,
-    /// Require `Authorization: Bearer KEY` on every endpoint but /health.
+    /// Require `Authorization: Bearer KEY` on every endpoint but /health and the page (/).
     #[arg(long)]
     api_key: Option<String>,
     /// A Jinja chat template to use instead of the model's own.

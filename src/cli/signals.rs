@@ -19,9 +19,7 @@ pub fn write_stats_on_sigusr2(stats: Arc<RunStats>, path: PathBuf) -> Result<()>
         .name("epm-stats-signal".into())
         .spawn(move || {
             for _ in signals.forever() {
-                if let Err(e) = telemetry::write_stats(&stats, &path) {
-                    tracing::warn!("cannot write stats to {}: {e}", path.display());
-                }
+                telemetry::write_stats_or_count(&stats, &path);
             }
         })
         .context("starting the SIGUSR2 thread")?;

@@ -3,6 +3,10 @@
 //! hard memory cap (the harness's own [`Cap`]).
 #![allow(dead_code, unused_imports)]
 
+pub mod browser;
+pub mod server;
+
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -133,4 +137,14 @@ pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
 /// `generate` args as `String`s for [`Cap::command`].
 pub fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
+}
+
+/// The JSON of each `data:` line of an SSE body (`[DONE]` as a string).
+pub fn sse_events(reader: impl Read) -> Vec<serde_json::Value> {
+    BufReader::new(reader)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.strip_prefix("data: ").map(String::from))
+        .map(|d| serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d)))
+        .collect()
 }

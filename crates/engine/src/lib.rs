@@ -17,6 +17,7 @@ mod error;
 pub mod generation;
 #[allow(unsafe_code)]
 mod hook;
+pub mod integrity;
 mod session;
 pub mod telemetry;
 

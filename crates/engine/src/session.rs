@@ -10,6 +10,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use epm_core::pager::Phase;
 use epm_core::prefix::{self, SeqCache};
+use epm_core::stats::RunStats;
 
 use crate::engine::{Engine, SessionOptions};
 use crate::error::EngineError;
@@ -140,6 +141,23 @@ impl<'e> Session<'e> {
     /// Evaluate `tokens` of sequence `seq` at positions `start..`, in batches of `n_batch`,
     /// asking for the logits of the last token only. Returns that token's logits index.
     pub fn prefill(&mut self, seq: i32, tokens: &[i32], start: u32) -> Result<i32, EngineError> {
+        // Progress for readers on other threads (the server's pager view).
+        let stats = self.engine.stats().clone();
+        stats.prefill_total.set(tokens.len() as u64);
+        stats.prefill_done.set(0);
+        let result = self.prefill_batches(seq, tokens, start, &stats);
+        stats.prefill_total.set(0);
+        stats.prefill_done.set(0);
+        result
+    }
+
+    fn prefill_batches(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        start: u32,
+        stats: &RunStats,
+    ) -> Result<i32, EngineError> {
         let n_batch = self.opts.n_batch.max(1) as usize;
         let mut last = 0;
         for (chunk_no, chunk) in tokens.chunks(n_batch).enumerate() {
@@ -152,6 +170,7 @@ impl<'e> Session<'e> {
                     .map_err(EngineError::llama)?;
             }
             self.decode_batch(Phase::Prompt)?;
+            stats.prefill_done.add(chunk.len() as u64);
             last = self.batch.n_tokens() - 1;
         }
         Ok(last)

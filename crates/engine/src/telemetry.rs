@@ -36,6 +36,26 @@ pub fn write_stats(stats: &RunStats, path: &Path) -> std::io::Result<()> {
     epm_sys::fs::write_atomic(path, &stats.to_json(reading()))
 }
 
+/// [`write_stats`] for a run that goes on whatever happens to its stats file (a full disk,
+/// a folder gone, a read-only file system): a failure is counted in
+/// `stats.stats_write_failures` and logged with the path the first time. Whether it was
+/// written.
+pub fn write_stats_or_count(stats: &RunStats, path: &Path) -> bool {
+    match write_stats(stats, path) {
+        Ok(()) => true,
+        Err(e) => {
+            if stats.stats_write_failures.get() == 0 {
+                tracing::error!(
+                    "cannot write the stats file {}: {e} (counted in /metrics from now on; the run goes on)",
+                    path.display()
+                );
+            }
+            stats.stats_write_failures.add(1);
+            false
+        }
+    }
+}
+
 /// Samples this process's memory into `stats`' peaks every `period` until dropped.
 pub struct MemorySampler {
     stop: Arc<AtomicBool>,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use epm_engine::generation::{Event, EventSink, FinishReason, Generator, Job};
+use epm_engine::integrity::ModelIdentity;
 use epm_engine::{Engine, EngineError, SamplingParams};
 
 use crate::error::ApiError;
@@ -121,8 +122,29 @@ impl Drop for Ticket {
     }
 }
 
-/// Count the request in, or refuse it when every slot and queue place is taken.
+/// Whether the model files are still the ones loaded (`with_sum`: the header checksum too);
+/// the first change seen is kept and logged.
+pub fn check_model(state: &AppState, with_sum: bool) -> Result<(), ApiError> {
+    let changed = |why: &String| ApiError::unavailable(why.clone(), 60);
+    if let Some(why) = state.server.model_changed.get() {
+        return Err(changed(why));
+    }
+    let Some(loaded) = state.loaded.get() else {
+        return Ok(());
+    };
+    if let Err(e) = loaded.identity.check(with_sum) {
+        if state.server.model_changed.set(e.to_string()).is_ok() {
+            tracing::error!("{e}; new requests are refused with 503");
+        }
+        return Err(changed(&e.to_string()));
+    }
+    Ok(())
+}
+
+/// Count the request in, or refuse it when every slot and queue place is taken or the model
+/// file changed.
 fn admit(state: &AppState) -> Result<Ticket, ApiError> {
+    check_model(state, false)?;
     let server = &state.server;
     let cap = state.slots + state.queue;
     let mut cur = server.in_flight.load(Ordering::Acquire);
@@ -247,6 +269,17 @@ pub(crate) fn engine_main(
     jobs: std::sync::mpsc::Receiver<Job>,
     loaded: tokio::sync::oneshot::Sender<Result<(), EngineError>>,
 ) {
+    // Recorded before the load: a change during it is seen too.
+    let identity = match ModelIdentity::record(&opts.index.files) {
+        Ok(i) => i,
+        Err(source) => {
+            let _ = loaded.send(Err(EngineError::File {
+                path: opts.index.files[0].clone(),
+                source,
+            }));
+            return;
+        }
+    };
     let engine = match Engine::load(opts.index, opts.engine, opts.stats.clone(), None) {
         Ok(e) => Arc::new(e),
         Err(e) => {
@@ -272,6 +305,7 @@ pub(crate) fn engine_main(
         engine: engine.clone(),
         chat,
         n_ctx_per_seq: session.n_ctx_per_seq(),
+        identity,
     });
     let _ = loaded.send(Ok(()));
     tracing::info!("model loaded; serving");

@@ -8,7 +8,8 @@
 //! a job (rendering and tokenizing on the HTTP side) and the core's events into its own
 //! responses, stream and error shape; [`generation`] holds what adapters share (checks,
 //! admission, submission, collection); [`auth`] is a layer in front of everything but
-//! `/health`; [`ops`] and [`metrics`] serve the operator. A new protocol is a module like
+//! `/health` and the page; [`ops`] and [`metrics`] serve the operator; [`page`] is the chat
+//! and pager page at `/` with its live stream. A new protocol is a module like
 //! [`openai`] with its routes merged in [`router`].
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod generation;
 mod metrics;
 pub mod openai;
 mod ops;
+pub mod page;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -77,11 +79,16 @@ impl ServeError {
     }
 }
 
+/// How often the model files are checked against their identity at load, besides the
+/// cheaper check before every request.
+pub const MODEL_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Every endpoint: the protocols' and the operator's behind the API key, `/health`
 /// outside it, bodies capped at `max_body_bytes`.
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let keyed = Router::new()
         .merge(openai::routes())
+        .merge(page::routes())
         .merge(ops::routes())
         .fallback(ops::not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -90,6 +97,7 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         ));
     Router::new()
         .merge(ops::health_routes())
+        .merge(page::public_routes())
         .merge(keyed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
@@ -119,7 +127,9 @@ pub async fn serve(
         queue: opts.queue,
         loaded: OnceLock::new(),
         server: counters.clone(),
-        generation: Default::default(),
+        generation: Arc::new(epm_engine::generation::GenerationCounters::with_slots(
+            opts.session.n_seq.max(1) as usize,
+        )),
         jobs: Mutex::new(tx),
         stats: opts.stats.clone(),
         started: std::time::Instant::now(),
@@ -141,6 +151,17 @@ pub async fn serve(
             _ => None,
         }
     });
+    // The model files, checked in full (header checksum too) every few seconds.
+    let watcher = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(MODEL_CHECK_PERIOD);
+            loop {
+                every.tick().await;
+                let _ = generation::check_model(&state, true);
+            }
+        })
+    };
     let stopper = {
         let server = counters.clone();
         let stop_tx = stop_tx.clone();
@@ -168,6 +189,7 @@ pub async fn serve(
     };
     let (served, failed) = tokio::join!(http, watch_load);
     stopper.abort();
+    watcher.abort();
     counters.stopping.store(true, Ordering::Release);
     drop(stop_rx);
     let joined = tokio::task::spawn_blocking(move || engine_thread.join())

@@ -43,6 +43,13 @@ enum Selection {
     Miss,
 }
 
+/// An output file the run writes.
+#[derive(Debug, Clone, Copy)]
+enum OutputFile {
+    Stats,
+    Trace,
+}
+
 /// Prompt tokens by how they were handled.
 #[derive(Debug, Clone, Copy)]
 enum PromptTokens {
@@ -65,6 +72,7 @@ label_values! {
     Phase { Prompt => "prompt", Prefill => "prefill", Decode => "decode" }
     Selection { CacheHit => "cache_hit", PrefetchHit => "prefetch_hit", Miss => "miss" }
     PromptTokens { Evaluated => "evaluated", Reused => "reused" }
+    OutputFile { Stats => "stats", Trace => "trace" }
 }
 
 struct Scrape(Arc<AppState>);
@@ -247,6 +255,22 @@ impl Collector for Scrape {
             "epm_hook_busy_seconds",
             "Time inside the pager's hook.",
             s.hook.busy_us as f64 / 1e6,
+        )?;
+        gauge(
+            e,
+            "epm_model_file_changed",
+            "1 once a model file changed on disk under the server (new requests get 503).",
+            f64::from(u8::from(st.server.model_changed.get().is_some())),
+        )?;
+        family(
+            e,
+            "epm_output_write_failures",
+            "Writes of an output file that failed (the server went on).",
+            MetricType::Counter,
+            &[
+                ([("file", OutputFile::Stats)], n(st.stats.stats_write_failures.get())),
+                ([("file", OutputFile::Trace)], n(st.stats.trace_write_failures.get())),
+            ],
         )?;
         Ok(())
     }

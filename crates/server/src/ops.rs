@@ -30,16 +30,23 @@ pub fn routes() -> Router<Arc<AppState>> {
 pub async fn not_found() -> OpenAiError {
     OpenAiError(ApiError::new(
         ErrorKind::NotFound,
-        "no such endpoint: see /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics, /stats",
+        "no such endpoint: see /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics, /stats, /pager/stream, /pager/residency, and the page at /",
     ))
 }
 
 async fn health(State(state): State<Arc<AppState>>) -> Response {
     let stopping = state.server.stopping.load(Ordering::Acquire);
-    let (status, message) = match (state.loaded.get().is_some(), stopping) {
-        (_, true) => ("stopping", "the server is shutting down"),
-        (true, false) => return (StatusCode::OK, Json(json!({"status": "ok"}))).into_response(),
-        (false, false) => ("loading", "the model is still loading; retry shortly"),
+    let changed = crate::generation::check_model(&state, false).err();
+    let (status, message) = match (state.loaded.get().is_some(), stopping, changed) {
+        (_, true, _) => ("stopping", "the server is shutting down".to_string()),
+        (_, false, Some(e)) => ("model_changed", e.message),
+        (true, false, None) => {
+            return (StatusCode::OK, Json(json!({"status": "ok"}))).into_response()
+        }
+        (false, false, None) => (
+            "loading",
+            "the model is still loading; retry shortly".to_string(),
+        ),
     };
     let e = OpenAiError(ApiError::unavailable(message, 5));
     let mut body = e.body();

@@ -8,6 +8,7 @@ use std::time::Instant;
 use epm_core::stats::RunStats;
 use epm_engine::chat::ChatRenderer;
 use epm_engine::generation::{GenerationCounters, Job};
+use epm_engine::integrity::ModelIdentity;
 use epm_engine::Engine;
 
 /// What the engine thread publishes once the model is loaded.
@@ -15,6 +16,8 @@ pub struct Loaded {
     pub engine: Arc<Engine>,
     pub chat: ChatRenderer,
     pub n_ctx_per_seq: u32,
+    /// The model files as they were when loaded.
+    pub identity: ModelIdentity,
 }
 
 /// The server's own counts, beside the generation core's.
@@ -25,6 +28,8 @@ pub struct ServerCounters {
     pub rejected_overload: AtomicU64,
     /// No new requests; the engine thread must end every request and stop.
     pub stopping: AtomicBool,
+    /// Set once a model file changed on disk: why (every new request gets a 503 saying so).
+    pub model_changed: OnceLock<String>,
 }
 
 pub struct AppState {

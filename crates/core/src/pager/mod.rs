@@ -10,6 +10,7 @@ mod order;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use order::ln_add;
 pub use order::CachePolicy;
 use order::Order;
 
@@ -148,6 +149,8 @@ pub fn expert_span_bound(len: u64, page: u64) -> u64 {
 ///    so `route` never allocates.
 /// 6. `resident_bytes <= budget` after `route`, unless pinned and hot-window slots alone
 ///    exceed the budget (then `counters.overruns` is incremented).
+/// 10. `counters.residency` shows `resident`, `speculative` and the slots of invariant 4
+///     after every public operation (its bitmaps are the pager's, published).
 pub struct Pager<A: Advisor> {
     advisor: A,
     config: PagerConfig,
@@ -230,10 +233,6 @@ impl<A: Advisor> Pager<A> {
         self.resident_bytes
     }
 
-    pub fn budget(&self) -> u64 {
-        self.config.expert_budget_bytes
-    }
-
     pub fn is_resident(&self, layer: u32, expert: u32) -> bool {
         self.slot(layer, expert).is_some_and(|s| self.resident[s])
     }
@@ -283,6 +282,7 @@ impl<A: Advisor> Pager<A> {
         self.order.remove(s);
         self.resident[s] = false;
         self.evicted[s] = true;
+        self.counters.residency.set_resident(s, false);
         self.resident_bytes -= self.cost[s];
         self.counters.layers[s / n].evictions.inc();
         self.counters.evictions.inc();
@@ -347,6 +347,10 @@ impl<A: Advisor> Pager<A> {
             return;
         };
         self.epoch += 1;
+        let view = &self.counters.residency;
+        for &s in &self.pinned {
+            view.set_pinned(s as usize, false);
+        }
         self.pinned.clear();
         let base = pos as usize * self.n_expert as usize;
         let mut need = 0u64;
@@ -367,6 +371,8 @@ impl<A: Advisor> Pager<A> {
             }
             self.pin_epoch[s] = self.epoch;
             self.last_used[s] = self.clock;
+            self.counters.residency.selected(s, self.clock);
+            self.counters.residency.set_pinned(s, true);
             if self.pinned.len() < self.pinned.capacity() {
                 self.pinned.push(s as u32);
             }
@@ -409,7 +415,9 @@ impl<A: Advisor> Pager<A> {
             self.resident[s] = true;
             self.resident_bytes += self.cost[s];
             self.order.insert_selected(s, self.clock);
+            self.counters.residency.set_resident(s, true);
         }
+        self.counters.residency.routed(self.clock);
         let c = self.phase_counters();
         c.routings.inc();
         c.selected.add(cache_hits + prefetch_hits + misses);
@@ -459,6 +467,7 @@ impl<A: Advisor> Pager<A> {
             }
             if self.speculative[s] {
                 self.speculative[s] = false;
+                self.counters.residency.set_speculative(s, false);
                 if selected {
                     useful += 1;
                     useful_bytes += self.cost[s];
@@ -517,6 +526,8 @@ impl<A: Advisor> Pager<A> {
             issued = true;
             self.resident[s] = true;
             self.speculative[s] = true;
+            self.counters.residency.set_resident(s, true);
+            self.counters.residency.set_speculative(s, true);
             self.resident_bytes += self.cost[s];
             self.order.insert_guess(s);
             let c = self.phase_counters();
@@ -585,6 +596,23 @@ impl<A: Advisor> Pager<A> {
             self.pinned.capacity() >= self.n_expert as usize,
             "invariant 5"
         );
+        // 10.
+        let view = self.counters.residency.snapshot();
+        for s in 0..n_slots {
+            use crate::stats::ResidencySnapshot as R;
+            assert_eq!(
+                R::bit(&view.resident, s),
+                self.resident[s],
+                "invariant 10: resident {s}"
+            );
+            assert_eq!(
+                R::bit(&view.speculative, s),
+                self.speculative[s],
+                "invariant 10: speculative {s}"
+            );
+            let pinned = self.pin_epoch[s] == self.epoch && self.epoch > 0;
+            assert_eq!(R::bit(&view.pinned, s), pinned, "invariant 10: pinned {s}");
+        }
         // 7.
         for (i, (&spec, &resident)) in self.speculative.iter().zip(&self.resident).enumerate() {
             assert!(

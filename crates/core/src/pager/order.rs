@@ -32,7 +32,7 @@ impl CachePolicy {
 }
 
 /// ln(e^a + e^b), stably; `-inf` is the log of 0.
-fn ln_add(a: f64, b: f64) -> f64 {
+pub(crate) fn ln_add(a: f64, b: f64) -> f64 {
     let (hi, lo) = if a > b { (a, b) } else { (b, a) };
     if lo == f64::NEG_INFINITY {
         hi

@@ -103,11 +103,15 @@ pub struct PagerCounters {
     /// Evictions forced by measured RSS above the budget (the RSS guard).
     pub guard_shrinks: Counter,
     pub layers: Vec<LayerCounters>,
+    /// What the pager holds now, for the server's pager view.
+    pub residency: super::ResidencyView,
 }
 
 impl PagerCounters {
     pub fn new(layers: impl IntoIterator<Item = u32>, n_expert: u32) -> PagerCounters {
+        let layers: Vec<u32> = layers.into_iter().collect();
         PagerCounters {
+            residency: super::ResidencyView::new(layers.clone(), n_expert),
             layers: layers
                 .into_iter()
                 .map(|layer| LayerCounters {

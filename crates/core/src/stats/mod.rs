@@ -4,9 +4,11 @@
 //! (`/proc`) come in as arguments: this module reads nothing itself.
 
 mod counters;
+mod residency;
 mod snapshot;
 
 pub use counters::{Counter, IoCounters, LayerCounters, PagerCounters, PhaseCounters};
+pub use residency::{ResidencySnapshot, ResidencyView, HEAT_DECAY};
 pub use snapshot::*;
 
 /// Version of the stats JSON. 2: prompt and decode figures apart, the decode cache hit

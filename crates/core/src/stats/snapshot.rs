@@ -33,6 +33,12 @@ pub struct RunStats {
     /// steps evaluated.
     pub decode_read_bytes: Counter,
     pub decode_steps: Counter,
+    /// Writes of the stats file and of the routing trace that failed (the run went on).
+    pub stats_write_failures: Counter,
+    pub trace_write_failures: Counter,
+    /// The prompt being evaluated now: tokens done and in all (both 0 when none).
+    pub prefill_done: Counter,
+    pub prefill_total: Counter,
     pub peak_rss: Counter,
     pub peak_anon: Counter,
     pub peak_file: Counter,

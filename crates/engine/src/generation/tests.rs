@@ -171,7 +171,8 @@ fn job(prompt: &[i32], max_tokens: u32, stop: &[&str]) -> (Job, Recorder) {
 }
 
 fn generator(fake: &mut Fake) -> Generator<'_, Fake> {
-    Generator::new(fake, Arc::default())
+    let n = fake.n_slots;
+    Generator::new(fake, Arc::new(GenerationCounters::with_slots(n)))
 }
 
 #[test]
@@ -362,4 +363,29 @@ fn serve_runs_jobs_from_a_channel_until_stopped() {
     tx.send(b).unwrap();
     g.serve(&rx, &AtomicBool::new(true));
     assert!(rb.failed().unwrap().contains("shutting down"));
+}
+
+#[test]
+fn slot_views_follow_each_job() {
+    let mut fake = Fake::new(2, &[(1, &[1; 10])]);
+    let mut g = generator(&mut fake);
+    let (a, _) = job(&[1, 4, 4], 5, &[]);
+    g.submit(a);
+    g.step();
+    let c = g.counters().clone();
+    let busy: Vec<usize> = (0..2)
+        .filter(|&i| c.slots[i].state() == SlotState::Decode)
+        .collect();
+    assert_eq!(busy.len(), 1, "one slot decodes");
+    let v = &c.slots[busy[0]];
+    assert_eq!(v.prompt_tokens.load(Ordering::Relaxed), 3);
+    assert_eq!(v.generated.load(Ordering::Relaxed), 2);
+    g.run_until_idle();
+    assert_eq!(v.state(), SlotState::Idle);
+    assert_eq!(v.generated.load(Ordering::Relaxed), 5);
+    // The same prompt again reuses its prefix, and the view says so.
+    let (b, _) = job(&[1, 4, 4], 1, &[]);
+    g.submit(b);
+    g.run_until_idle();
+    assert_eq!(v.reused_tokens.load(Ordering::Relaxed), 2);
 }

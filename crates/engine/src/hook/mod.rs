@@ -153,6 +153,10 @@ impl HookState {
         };
         if let Some(trace) = active.trace.as_mut() {
             trace.record(layer, phase, n_tokens, ids(), n_tokens * n_used);
+            if trace.failed() {
+                // A plain store: the run goes on, `/metrics` and the end of the run say so.
+                self.stats.trace_write_failures.set(1);
+            }
         }
         active.pager.route(layer, phase, n_tokens as u64, ids());
         if let Some(pred) = active.predictor.as_mut() {

@@ -1,0 +1,133 @@
+//! A real `epm-run serve` on an ephemeral loopback port for the tests, stopped by SIGTERM
+//! when dropped.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{bin, sse_events, wait_for};
+
+/// A running server; SIGTERM and a wait on drop (SIGKILL if it does not stop).
+pub struct Server {
+    child: Option<Child>,
+    pub base: String,
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Server {
+    pub fn start(model: &Path, extra: &[&str]) -> Server {
+        let ctx: &[&str] = if extra.contains(&"-c") {
+            &[]
+        } else {
+            &["-c", "1024"]
+        };
+        let mut child = Command::new(bin())
+            .args([
+                "serve",
+                "-m",
+                model.to_str().unwrap(),
+                "--port",
+                "0",
+                "-t",
+                "2",
+            ])
+            .args(ctx)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn epm-run serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("listening on ") {
+                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let _ = tx.send(addr);
+                }
+                log2.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
+        let server = Server {
+            child: Some(child),
+            base,
+            stderr: log,
+        };
+        wait_for(
+            "the model to load (/health 200)",
+            Duration::from_secs(120),
+            || ureq::get(&server.url("/health")).call().is_ok(),
+        );
+        server
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Result<Value, (u16, Value, Option<String>)> {
+        match ureq::post(&self.url(path)).send_json(body.clone()) {
+            Ok(r) => Ok(r.into_json().unwrap()),
+            Err(ureq::Error::Status(code, r)) => {
+                let retry = r.header("retry-after").map(String::from);
+                Err((code, r.into_json().unwrap_or(Value::Null), retry))
+            }
+            Err(e) => panic!("transport error: {e}"),
+        }
+    }
+
+    pub fn chat(&self, body: &Value) -> Value {
+        self.post("/v1/chat/completions", body)
+            .unwrap_or_else(|e| panic!("chat failed: {e:?}"))
+    }
+
+    /// A streaming request's events (the JSON of each `data:` line, `[DONE]` as a string).
+    pub fn stream(&self, path: &str, body: &Value) -> Vec<Value> {
+        let r = ureq::post(&self.url(path))
+            .send_json(body.clone())
+            .unwrap_or_else(|e| panic!("stream failed: {e}"));
+        assert!(r.content_type().starts_with("text/event-stream"));
+        sse_events(r.into_reader())
+    }
+
+    /// SIGTERM, then the exit status (SIGKILL after 30 s).
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "the server did not stop on SIGTERM: {}",
+                    self.stderr.lock().unwrap()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+    }
+}

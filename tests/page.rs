@@ -1,0 +1,244 @@
+//! The page at `/` in a real browser (Debian's headless Chromium through chromedriver),
+//! against a server on a `-mini` model that pages: every check reads the page's own DOM
+//! or the data attributes its canvases carry, polled with a deadline.
+
+mod common;
+
+use common::browser::{self, Browser};
+use common::server::Server;
+use common::*;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "test-key-1";
+
+fn attr(b: &Browser, selector: &str, name: &str) -> Value {
+    b.eval(
+        "const e = document.querySelector(arguments[0]); return e ? (e.dataset[arguments[1]] ?? null) : null;",
+        json!([selector, name]),
+    )
+}
+
+#[test]
+fn the_page_chats_and_shows_the_pager_at_work() {
+    let Some((chromium, driver)) = browser::available() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium and chromium-driver (.ci/run installs them)"
+        );
+        eprintln!("SKIPPED: the page test needs chromium and chromium-driver (apt-get install chromium chromium-driver)");
+        return;
+    };
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let budget_mb = min_budget_mb(&model, &["-c", "1024"]);
+    let budget = budget_mb.to_string();
+    let server = Server::start(&model, &["--ram-budget-mb", &budget, "--api-key", KEY]);
+    // The page itself needs no key; its data does.
+    let page = ureq::get(&server.url("/")).call().unwrap();
+    assert!(page.content_type().starts_with("text/html"));
+    assert!(page.into_string().unwrap().contains("id=\"residency\""));
+    assert_eq!(
+        ureq::get(&server.url("/pager/residency"))
+            .call()
+            .unwrap_err()
+            .kind(),
+        ureq::ErrorKind::HTTP
+    );
+
+    let b = Browser::start(&chromium, &driver);
+    b.open(&server.url("/"));
+    // The stream answers 401: the page asks for the key once.
+    wait_for(
+        "the page to ask for the key",
+        Duration::from_secs(30),
+        || b.eval("return document.getElementById('keydlg').open;", json!([])) == json!(true),
+    );
+    b.eval(
+        "document.getElementById('keyin').value = arguments[0]; document.querySelector('#keydlg button').click();",
+        json!([KEY]),
+    );
+    wait_for("the pager view to draw", Duration::from_secs(30), || {
+        attr(&b, "#residency", "layers") == json!("8")
+    });
+    assert_eq!(attr(&b, "#residency", "experts"), json!("32"));
+    let idle_signature = attr(&b, "#residency", "signature");
+
+    b.eval(
+        "document.getElementById('maxtok').value = '64'; document.getElementById('temp').value = '0';
+         document.getElementById('input').value = 'Name three rivers and what lives in them.';
+         document.getElementById('send').click();",
+        json!([]),
+    );
+    // While the reply streams, the residency map changes; sample it until the reply is done.
+    let mut while_streaming = BTreeSet::new();
+    let mut reply_seen_growing = false;
+    let mut last_len = 0;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        assert!(Instant::now() < deadline, "the reply did not finish");
+        let state = b.eval(
+            "const m = document.querySelectorAll('.msg.assistant .text');
+             return {busy: document.body.dataset.busy, len: m.length ? m[m.length - 1].textContent.length : 0,
+                     sig: document.getElementById('residency').dataset.signature};",
+            json!([]),
+        );
+        let len = state["len"].as_u64().unwrap_or(0);
+        reply_seen_growing |= len > last_len && last_len > 0;
+        last_len = last_len.max(len);
+        if state["busy"] == "1" {
+            while_streaming.insert(state["sig"].to_string());
+        } else if len > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(last_len > 0, "no reply text");
+    assert!(
+        reply_seen_growing,
+        "the reply did not stream (it appeared at once)"
+    );
+    assert!(
+        while_streaming.len() >= 2,
+        "the residency map did not change while the reply streamed: {while_streaming:?}"
+    );
+    assert_ne!(attr(&b, "#residency", "signature"), idle_signature);
+    // The usage line: prompt, reused and generated tokens, time to first token.
+    let usage = b.eval(
+        "const u = document.querySelectorAll('.msg.assistant .usage'); return u.length ? u[u.length - 1].textContent : '';",
+        json!([]),
+    );
+    let usage = usage.as_str().unwrap();
+    for part in ["prompt", "reused", "generated", "first token"] {
+        assert!(usage.contains(part), "usage line {usage:?} lacks {part}");
+    }
+    // The RSS line stayed under the budget line the page drew.
+    let max_rss: f64 = attr(&b, "#c_rss", "maxRss")
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let drawn_budget: f64 = attr(&b, "#c_rss", "budget")
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(drawn_budget, budget_mb as f64);
+    assert!(
+        max_rss > 0.0 && max_rss <= drawn_budget,
+        "RSS {max_rss} MiB against the budget {drawn_budget} MiB"
+    );
+    // The conversation survives a reload (localStorage).
+    b.open(&server.url("/"));
+    wait_for(
+        "the conversation to come back",
+        Duration::from_secs(10),
+        || {
+            b.eval(
+                "return document.querySelectorAll('.msg').length;",
+                json!([]),
+            ) == json!(2)
+        },
+    );
+    let png = b.screenshot();
+    assert_eq!(&png[1..4], b"PNG");
+}
+
+#[test]
+fn the_stream_and_the_snapshot_follow_their_schema() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let budget = min_budget_mb(&model, &["-c", "1024"]).to_string();
+    let server = Server::start(&model, &["--ram-budget-mb", &budget]);
+    server.chat(&json!({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8, "temperature": 0}));
+    let snap: Value = ureq::get(&server.url("/pager/residency"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(snap["schema_version"], 1);
+    assert_eq!(snap["layers"].as_array().unwrap().len(), 8);
+    assert_eq!(snap["n_expert"], 32);
+    use base64::Engine as _;
+    let decode = |k: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(snap[k].as_str().unwrap())
+            .unwrap()
+    };
+    // One bit per expert in each bitmap, one byte of heat per expert.
+    for k in ["resident", "pinned", "speculative"] {
+        assert_eq!(decode(k).len(), 8 * 32 / 8, "{k}");
+    }
+    assert_eq!(decode("heat").len(), 8 * 32);
+    let resident: u32 = decode("resident").iter().map(|b| b.count_ones()).sum();
+    assert!(resident > 0);
+    assert!(
+        decode("heat").iter().any(|&h| h == 255),
+        "the hottest expert is 255"
+    );
+    // Two events of the stream, each the documented object; counters only grow.
+    let r = ureq::get(&server.url("/pager/stream")).call().unwrap();
+    assert!(r.content_type().starts_with("text/event-stream"));
+    let mut events = Vec::new();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(r.into_reader()));
+    let mut name = String::new();
+    while events.len() < 2 {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(n) = line.strip_prefix("event: ") {
+            name = n.to_string();
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            assert_eq!(name, "pager");
+            events.push(serde_json::from_str::<Value>(d).unwrap());
+        }
+    }
+    for e in &events {
+        assert_eq!(e["schema_version"], 1);
+        assert_eq!(e["paged"], true);
+        for k in [
+            "uptime_ms",
+            "budget_bytes",
+            "reserve_bytes",
+            "expert_budget_bytes",
+            "evictions",
+            "read_bytes",
+            "decode_read_bytes",
+            "decode_steps",
+            "prefill_us",
+            "decode_us",
+            "hook_us",
+            "hook_decode_us",
+            "prefill_done",
+            "prefill_total",
+            "queue_depth",
+        ] {
+            assert!(e[k].is_u64(), "{k}: {e}");
+        }
+        for k in [
+            "rss_bytes",
+            "rss_anon_bytes",
+            "rss_file_bytes",
+            "expert_resident_bytes",
+            "peak_rss_bytes",
+        ] {
+            assert!(e["memory"][k].is_u64(), "memory.{k}");
+        }
+        for k in [
+            "selected",
+            "cache_hits",
+            "prefetch_hits",
+            "misses",
+            "miss_bytes",
+        ] {
+            assert!(e["decode"][k].is_u64() && e["prompt"][k].is_u64(), "{k}");
+        }
+        assert_eq!(e["tokens"]["generated"], 8);
+        assert_eq!(e["slots"][0]["state"], "idle");
+        assert_eq!(e["slots"][0]["generated"], 8);
+        assert_eq!(e["residency"]["n_expert"], 32);
+        assert!(e["memory"]["rss_bytes"].as_u64().unwrap() <= e["budget_bytes"].as_u64().unwrap());
+    }
+    assert!(events[1]["uptime_ms"].as_u64() > events[0]["uptime_ms"].as_u64());
+}
