@@ -180,30 +180,21 @@ fn variants_alternate_with_the_configurations_and_are_checked_like_them() {
     assert_eq!(summary.as_array().unwrap().len(), 2);
     assert_eq!(summary[0]["label"], "populate-2");
     assert_eq!(summary[0]["decode_over_first"]["n"], 2);
-    // A variant must not take a configuration's name, and needs LABEL=FLAGS.
-    for bad in ["epm=--no-predict", "no-label"] {
-        let e = epm(&[
-            "ab",
-            "-m",
-            model_arg,
-            "--budget-mb",
-            &min_mb,
-            "--variant",
-            bad,
-        ]);
+    // A variant must not take a configuration's name and needs LABEL=FLAGS; a queue setting
+    // must be one ab knows.
+    for (flag, bad, says) in [
+        ("--variant", "epm=--no-predict", "names a configuration"),
+        ("--variant", "no-label", "LABEL=FLAGS"),
+        (
+            "--device-queue",
+            "nr_requests=4",
+            "read_ahead_kb or max_sectors_kb",
+        ),
+    ] {
+        let e = epm(&["ab", "-m", model_arg, "--budget-mb", &min_mb, flag, bad]);
         assert_eq!(e.status.code(), Some(2), "{bad}");
+        assert!(String::from_utf8_lossy(&e.stderr).contains(says), "{bad}");
     }
-    let e = epm(&[
-        "ab",
-        "-m",
-        model_arg,
-        "--budget-mb",
-        &min_mb,
-        "--device-queue",
-        "nr_requests=4",
-    ]);
-    assert_eq!(e.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&e.stderr).contains("read_ahead_kb or max_sectors_kb"));
 }
 
 #[test]

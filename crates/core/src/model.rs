@@ -429,25 +429,23 @@ mod tests {
     #[test]
     fn experts_of_a_split_model_name_their_shard() {
         let dir = tempfile::tempdir().unwrap();
-        let mut first = GgufWriter::new();
-        qwen3moe(&mut first, 2);
-        first.kv("split.count", Value::U16(2));
-        first.tensor(TensorSpec::new(
-            "blk.0.ffn_up_exps.weight",
-            &[256, 8, 4],
-            GgmlType::Q4_K,
-        ));
-        let mut second = GgufWriter::new();
-        second.kv("split.count", Value::U16(2));
-        second.tensor(TensorSpec::new(
-            "blk.1.ffn_up_exps.weight",
-            &[256, 8, 4],
-            GgmlType::Q4_K,
-        ));
-        let p1 = epm_gguf::split_path(dir.path(), "m", 1, 2);
-        write_zeros(&first, &p1);
-        write_zeros(&second, &epm_gguf::split_path(dir.path(), "m", 2, 2));
-        let idx = ModelIndex::build(&GgufModel::open(&p1).unwrap()).unwrap();
+        // Layer l's experts in shard l + 1; the metadata in the first.
+        let shards: Vec<_> = (0..2u32)
+            .map(|l| {
+                let mut w = GgufWriter::new();
+                if l == 0 {
+                    qwen3moe(&mut w, 2);
+                }
+                w.kv("split.count", Value::U16(2));
+                let name = format!("blk.{l}.ffn_up_exps.weight");
+                w.tensor(TensorSpec::new(name, &[256, 8, 4], GgmlType::Q4_K));
+                let p = epm_gguf::split_path(dir.path(), "m", l + 1, 2);
+                write_zeros(&w, &p);
+                p
+            })
+            .collect();
+        let p1 = &shards[0];
+        let idx = ModelIndex::build(&GgufModel::open(p1).unwrap()).unwrap();
         assert_eq!(idx.layers.len(), 2);
         assert_eq!(
             (idx.layers[0].tensors[0].file, idx.layers[1].tensors[0].file),

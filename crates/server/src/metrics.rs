@@ -268,8 +268,14 @@ impl Collector for Scrape {
             "Writes of an output file that failed (the server went on).",
             MetricType::Counter,
             &[
-                ([("file", OutputFile::Stats)], n(st.stats.stats_write_failures.get())),
-                ([("file", OutputFile::Trace)], n(st.stats.trace_write_failures.get())),
+                (
+                    [("file", OutputFile::Stats)],
+                    n(st.stats.stats_write_failures.get()),
+                ),
+                (
+                    [("file", OutputFile::Trace)],
+                    n(st.stats.trace_write_failures.get()),
+                ),
             ],
         )?;
         Ok(())
