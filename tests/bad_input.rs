@@ -165,9 +165,11 @@ fn a_model_truncated_while_running_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &["--experts", "64"]);
     let min_mb = min_budget_mb(&model, &["-c", "1024"]).to_string();
+    let stats_path = dir.path().join("stats.json");
     let mut child = Command::new(bin())
         .args(["generate", "-m", model.to_str().unwrap(), "-p", "hello"])
         .args(["-n", "900", "-c", "1024", "--ram-budget-mb", &min_mb])
+        .args(["--stats-file", stats_path.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -191,4 +193,8 @@ fn a_model_truncated_while_running_is_named() {
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
     assert!(err.contains(model.to_str().unwrap()), "stderr: {err}");
     assert!(err.contains("SIGBUS"), "stderr: {err}");
+    // The stats file was written on the way out, whole, and says the run did not complete.
+    let s = stats(&stats_path);
+    assert!(!s.complete);
+    assert!(s.tokens.generated > 0);
 }

@@ -543,3 +543,45 @@ fn a_stats_file_that_cannot_be_written_is_counted_and_the_server_goes_on() {
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("stats.json")]);
 }
+
+#[test]
+fn a_model_truncated_under_a_running_request_ends_the_server_with_its_message_and_stats() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let budget = min_budget_mb(&model, &["-c", "1024"]).to_string();
+    let stats_path = dir.path().join("stats.json");
+    let mut s = Server::start(
+        &model,
+        &[
+            "--ram-budget-mb",
+            &budget,
+            "--stats-file",
+            stats_path.to_str().unwrap(),
+        ],
+    );
+    let body = json!({"messages": messages("Be brief.", "Tell a long story."), "max_tokens": 900,
+                      "temperature": 0, "stream": true});
+    let r = ureq::post(&s.url("/v1/chat/completions"))
+        .send_json(body)
+        .unwrap();
+    let mut lines = BufReader::new(r.into_reader()).lines();
+    // Once the reply streams, cut the file: the pages it still needs are gone.
+    while !lines.next().unwrap().unwrap().contains("content") {}
+    let len = std::fs::metadata(&model).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&model)
+        .unwrap()
+        .set_len(len / 4)
+        .unwrap();
+    let code = s.try_status().and_then(|status| status.code());
+    assert_eq!(code, Some(2));
+    let log = s.stderr.lock().unwrap().clone();
+    assert!(
+        log.contains("SIGBUS") && log.contains(model.to_str().unwrap()),
+        "{log}"
+    );
+    let snap = stats(&stats_path);
+    assert!(!snap.complete && snap.tokens.generated > 0);
+}

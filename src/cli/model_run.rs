@@ -92,6 +92,13 @@ impl ModelRunArgs {
             .or_else(|| std::env::var_os("EPM_STATS_FILE").map(PathBuf::from));
         if let Some(p) = &stats_path {
             signals::write_stats_on_sigusr2(stats.clone(), p.clone())?;
+            // A model file truncated under the run (SIGBUS on its mapping): the stats
+            // file is still written, marked incomplete, before the process exits.
+            let (stats, path) = (stats.clone(), p.clone());
+            epm_sys::sigbus::on_fault(Box::new(move || {
+                stats.complete.store(false, Ordering::Relaxed);
+                telemetry::write_stats_or_count(&stats, &path);
+            }));
         }
         let sampler = MemorySampler::start(stats.clone(), Duration::from_millis(20))
             .context("starting the memory sampler")?;

@@ -101,6 +101,20 @@ impl Server {
         sse_events(r.into_reader())
     }
 
+    /// The exit status once the server exits by itself (it must within 60 s).
+    pub fn try_status(&mut self) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                self.child = None;
+                return Some(s);
+            }
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, then the exit status (SIGKILL after 30 s).
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();

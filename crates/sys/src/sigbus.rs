@@ -3,6 +3,12 @@
 //! the file and exits with the code the binary chose, using only async-signal-safe calls
 //! (`write`, `_exit`) and data prepared before the signal (fixed slots of atomics).
 //! A SIGBUS outside every watched mapping gets the default action, as before.
+//!
+//! A run may leave last words ([`on_fault`]: the stats file): the handler then wakes a
+//! thread of their own through a pipe (`write` is async-signal-safe) and parks the faulting
+//! thread; that thread runs them, outside the signal handler, and exits with the code. A
+//! second fault, or last words that take longer than [`LAST_WORDS_TIMEOUT_MS`], end the
+//! process at once.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
@@ -27,6 +33,12 @@ const EMPTY: Slot = Slot {
 };
 
 static SLOT_TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
+/// The write end of the last-words pipe (-1: none).
+static LAST_WORDS_FD: AtomicI32 = AtomicI32::new(-1);
+/// Set by the first fault in a watched mapping.
+static FAULTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// How long the faulting thread waits for the last words before it ends the process.
+pub const LAST_WORDS_TIMEOUT_MS: u64 = 5000;
 static USED: AtomicUsize = AtomicUsize::new(0);
 static EXIT_CODE: AtomicI32 = AtomicI32::new(1);
 static INSTALL: Once = Once::new();
@@ -73,6 +85,39 @@ pub fn watch(path: &Path, ranges: &[(usize, usize)]) -> bool {
     all
 }
 
+/// What to do, outside the signal handler, before a fault in a watched mapping ends the
+/// process (write the stats file). Once per process; later calls are ignored. Returns
+/// whether they were installed.
+pub fn on_fault(last_words: Box<dyn FnOnce() + Send>) -> bool {
+    if LAST_WORDS_FD.load(Ordering::Acquire) >= 0 {
+        return false;
+    }
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors `pipe2` writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return false;
+    }
+    let [read_fd, write_fd] = fds;
+    let started = std::thread::Builder::new()
+        .name("epm-last-words".into())
+        .spawn(move || {
+            let mut byte = 0u8;
+            // SAFETY: `read_fd` is this thread's open read end; `byte` has room for one.
+            let n = unsafe { libc::read(read_fd, (&mut byte as *mut u8).cast(), 1) };
+            if n == 1 {
+                last_words();
+                // SAFETY: `_exit` ends the process without running destructors, which
+                // other threads (one parked in the handler) may still be using.
+                unsafe { libc::_exit(EXIT_CODE.load(Ordering::Relaxed)) };
+            }
+        });
+    if started.is_err() {
+        return false;
+    }
+    LAST_WORDS_FD.store(write_fd, Ordering::Release);
+    true
+}
+
 /// Stop watching every range (the mappings are gone).
 pub fn forget_all() {
     for slot in &SLOT_TABLE {
@@ -90,11 +135,28 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
         }
         let msg = slot.message.load(Ordering::Relaxed);
         let len = slot.message_len.load(Ordering::Relaxed);
-        // SAFETY: `write` and `_exit` are async-signal-safe; `msg` points to `len` leaked
-        // bytes that live for the rest of the process.
+        let code = EXIT_CODE.load(Ordering::Relaxed);
+        let first = !FAULTED.swap(true, Ordering::AcqRel);
+        let fd = LAST_WORDS_FD.load(Ordering::Acquire);
+        // SAFETY: `write`, `nanosleep` and `_exit` are async-signal-safe; `msg` points to
+        // `len` leaked bytes that live for the rest of the process, and `fd` is the pipe's
+        // write end, open for the rest of the process.
         unsafe {
-            libc::write(2, msg as *const libc::c_void, len);
-            libc::_exit(EXIT_CODE.load(Ordering::Relaxed));
+            if first {
+                libc::write(2, msg as *const libc::c_void, len);
+            }
+            if first && fd >= 0 {
+                // Wake the last words and park this thread until they end the process.
+                libc::write(fd, b"!".as_ptr().cast(), 1);
+                let tick = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 10_000_000,
+                };
+                for _ in 0..LAST_WORDS_TIMEOUT_MS / 10 {
+                    libc::nanosleep(&tick, std::ptr::null_mut());
+                }
+            }
+            libc::_exit(code);
         }
     }
     // Not a watched mapping: restore the default action; returning re-runs the faulting
