@@ -198,6 +198,67 @@ fn variants_alternate_with_the_configurations_and_are_checked_like_them() {
 }
 
 #[test]
+fn a_disk_limit_throttles_the_capped_runs_reads() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let min_mb = min_budget_mb(&model, &["-c", "1024"]).to_string();
+    let out = dir.path().join("ab.json");
+    let limit_mbps = 40.0;
+    let args = [
+        "ab",
+        "-m",
+        model.to_str().unwrap(),
+        "--budget-mb",
+        &min_mb,
+        "-n",
+        "16",
+        "-c",
+        "1024",
+        "--configs",
+        "epm",
+        "--disk-limit-mbps",
+        "40",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = epm(&args);
+    let blkio = std::path::Path::new("/sys/fs/cgroup/blkio/cgroup.procs").exists();
+    let on_disk = epm_sys::proc::disk_device(&model).is_some();
+    if !blkio || !on_disk {
+        // This machine cannot throttle these reads: refused as bad input, saying why.
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("cannot throttle") || err.contains("not on a block device"),
+            "{err}"
+        );
+        return;
+    }
+    ok(&o);
+    let report = json(&out);
+    assert_eq!(report["all_passed"], true, "{report}");
+    assert_eq!(report["disk_limit_mbps"], 40);
+    let child = &report["rows"][0]["child"];
+    let read = child["read_bytes"].as_f64().unwrap();
+    let wall = child["wall_s"].as_f64().unwrap();
+    // The whole run, load included, read at most the limit (a little slack for the
+    // throttle's accounting granularity).
+    assert!(read > 50e6, "the cold run read only {read} bytes");
+    assert!(
+        read / wall <= limit_mbps * 1e6 * 1.15,
+        "{} MB/s over a 40 MB/s limit",
+        read / wall / 1e6
+    );
+    let left: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/blkio")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("epm-"))
+        .collect();
+    assert!(left.is_empty(), "blkio cgroups left behind: {left:?}");
+}
+
+#[test]
 fn a_child_over_the_cap_is_killed_and_reported_as_oom() {
     let _serial = serial();
     let cap = Cap::new(64 * MIB);

@@ -66,6 +66,11 @@ pub struct AbArgs {
     /// read_ahead_kb or max_sectors_kb. Restored afterwards.
     #[arg(long = "device-queue")]
     device_queue: Vec<String>,
+    /// Throttle the capped runs' (kernel, epm, variants) reads of the model's disk to this
+    /// many MB/s with the cgroup blkio controller (v1 `blkio.throttle.read_bps_device`, v2
+    /// `io.max`): a slow disk (USB, SD card, network). The reference runs unthrottled.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    disk_limit_mbps: Option<u64>,
 }
 
 /// `SETTING=VALUE` of `--device-queue`.
@@ -144,6 +149,7 @@ pub fn run(a: AbArgs) -> Result<()> {
         epm_args: a.epm_args.clone(),
         variants,
         queue_settings,
+        disk_limit_mbps: a.disk_limit_mbps,
         warm: a.warm,
         work_dir: work_dir.clone(),
         command_line: std::env::args().collect::<Vec<_>>().join(" "),

@@ -43,6 +43,9 @@ pub fn code(e: &anyhow::Error) -> i32 {
                 HarnessError::Interrupted => return INTERRUPTED,
                 HarnessError::Gguf(g) => Some(g.is_bad_input()),
                 HarnessError::Io(_) => Some(false),
+                // The machine cannot throttle (no writable blkio cgroup), or the model is
+                // not on a disk: the request cannot be met here.
+                HarnessError::Throttle(_) | HarnessError::NoDisk(_) => Some(true),
             }
         } else {
             None

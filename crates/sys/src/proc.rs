@@ -228,6 +228,14 @@ fn block_queue(meta: &std::fs::Metadata) -> Option<PathBuf> {
         .find(|q| q.is_dir())
 }
 
+/// `MAJ:MIN` of the disk holding a file (a partition's disk, whose queue throttling rules
+/// apply to), or `None` when it is not on a block device sysfs describes.
+pub fn disk_device(path: &Path) -> Option<String> {
+    let queue = block_queue(&std::fs::metadata(path).ok()?)?;
+    let dev = std::fs::read_to_string(queue.parent()?.join("dev")).ok()?;
+    Some(dev.trim().to_string())
+}
+
 fn queue_value(queue: &Path, name: &str) -> Option<u64> {
     std::fs::read_to_string(queue.join(name))
         .ok()?

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const V1_ROOT: &str = "/sys/fs/cgroup/memory";
+const V1_BLKIO_ROOT: &str = "/sys/fs/cgroup/blkio";
 const V2_ROOT: &str = "/sys/fs/cgroup";
 
 /// Which mechanism held the cap (the JSON's `cap` field).
@@ -27,6 +28,16 @@ pub struct Cap {
     pub kind: CapKind,
     pub limit: u64,
     dir: Option<PathBuf>,
+    /// A v1 blkio cgroup the child joins too (`with_read_limit`).
+    blkio: Option<PathBuf>,
+}
+
+/// A read-bandwidth limit could not be set.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot throttle reads of {device}: {reason}")]
+pub struct ThrottleError {
+    pub device: String,
+    pub reason: String,
 }
 
 /// What the cap saw of a finished run.
@@ -61,7 +72,46 @@ impl Cap {
             kind: CapKind::RlimitSampler,
             limit,
             dir: None,
+            blkio: None,
         }
+    }
+
+    /// Throttle the child's reads of disk `device` (`MAJ:MIN`) to `bytes_per_s`: cgroup v1
+    /// `blkio.throttle.read_bps_device` in a blkio cgroup of its own, or v2 `io.max` in the
+    /// cap's cgroup.
+    pub fn with_read_limit(mut self, device: &str, bytes_per_s: u64) -> Result<Cap, ThrottleError> {
+        let fail = |reason: String| ThrottleError {
+            device: device.to_string(),
+            reason,
+        };
+        let rule = |v2: bool| {
+            if v2 {
+                format!("{device} rbps={bytes_per_s}")
+            } else {
+                format!("{device} {bytes_per_s}")
+            }
+        };
+        if self.dir.is_none() {
+            return Err(fail("reads can only be throttled inside a cgroup, and no memory cgroup is writable here".into()));
+        }
+        if self.kind == CapKind::CgroupV2 {
+            let dir = self.dir.clone().ok_or_else(|| fail("no cgroup".into()))?;
+            std::fs::write(dir.join("io.max"), rule(true))
+                .map_err(|e| fail(format!("io.max: {e} (is the io controller enabled?)")))?;
+            return Ok(self);
+        }
+        let dir = Path::new(V1_BLKIO_ROOT).join(cgroup_name());
+        std::fs::create_dir(&dir).map_err(|e| {
+            fail(format!(
+                "{}: {e} (a writable cgroup v1 blkio controller is needed)",
+                dir.display()
+            ))
+        })?;
+        // Set now, so that drop removes it whatever happens next.
+        self.blkio = Some(dir.clone());
+        std::fs::write(dir.join("blkio.throttle.read_bps_device"), rule(false))
+            .map_err(|e| fail(format!("blkio.throttle.read_bps_device: {e}")))?;
+        Ok(self)
     }
 
     /// A cgroup cap (v1, else v2), which bounds page cache too; `None` where no memory
@@ -102,6 +152,7 @@ impl Cap {
             kind,
             limit,
             dir: Some(dir.clone()),
+            blkio: None,
         };
         for &(file, value, required) in files {
             let path = dir.join(file);
@@ -118,11 +169,16 @@ impl Cap {
     pub fn command(&self, program: &Path, args: &[String]) -> Command {
         match &self.dir {
             Some(dir) => {
-                // The shell joins the cgroup, then execs: the PID stays the same.
+                // The shell joins the cgroups, then execs: the PID stays the same.
+                let blkio = self
+                    .blkio
+                    .as_ref()
+                    .map_or_else(|| PathBuf::from("/dev/null"), |b| b.join("cgroup.procs"));
                 let mut c = Command::new("sh");
                 c.arg("-c")
-                    .arg("echo $$ > \"$0\" && exec \"$@\"")
+                    .arg("echo $$ > \"$0\" && echo $$ > \"$1\" && shift && exec \"$@\"")
                     .arg(dir.join("cgroup.procs"))
+                    .arg(blkio)
                     .arg(program)
                     .args(args);
                 c
@@ -181,14 +237,19 @@ fn which(program: &str) -> bool {
 
 impl Drop for Cap {
     fn drop(&mut self) {
-        let Some(dir) = &self.dir else { return };
-        // Members have exited; the kernel may need a moment to let the directory go.
-        for _ in 0..100 {
-            if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        for dir in [&self.dir, &self.blkio].into_iter().flatten() {
+            remove_cgroup(dir);
         }
-        tracing::warn!("could not remove cgroup {}", dir.display());
     }
+}
+
+fn remove_cgroup(dir: &Path) {
+    // Members have exited; the kernel may need a moment to let the directory go.
+    for _ in 0..100 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    tracing::warn!("could not remove cgroup {}", dir.display());
 }

@@ -53,6 +53,8 @@ pub struct AbConfig {
     /// Block-device queue settings of the model's disk held for the whole set (restored
     /// afterwards, on error and interruption too).
     pub queue_settings: Vec<(QueueSetting, u64)>,
+    /// Throttle the capped runs' reads of the model's disk to this many MB/s (a slow disk).
+    pub disk_limit_mbps: Option<u64>,
     /// Keep the page cache between runs instead of starting each one cold.
     pub warm: bool,
     pub work_dir: PathBuf,
@@ -256,6 +258,8 @@ pub struct AbReport {
     pub kernel_readahead_kb: Option<u64>,
     /// The queue settings held for the whole set.
     pub queue_settings: Vec<(String, u64)>,
+    /// The capped runs' reads were throttled to this many MB/s.
+    pub disk_limit_mbps: Option<u64>,
     pub all_passed: bool,
     pub failures: Vec<String>,
     pub summary: Vec<BudgetSummary>,
@@ -270,6 +274,10 @@ pub enum HarnessError {
     Gguf(#[from] epm_gguf::GgufError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Throttle(#[from] cap::ThrottleError),
+    #[error("--disk-limit-mbps: {0} is not on a block device whose queue sysfs describes")]
+    NoDisk(PathBuf),
 }
 
 fn generate_args(
@@ -397,6 +405,14 @@ pub fn run_ab(
                     cold_cache(&shards)?
                 };
                 let cap = (config != RunConfig::Reference).then(|| Cap::new(budget_mb * MIB));
+                let cap = match (cap, cfg.disk_limit_mbps) {
+                    (Some(c), Some(mbps)) => {
+                        let disk = epm_sys::proc::disk_device(&cfg.model)
+                            .ok_or_else(|| HarnessError::NoDisk(cfg.model.clone()))?;
+                        Some(c.with_read_limit(&disk, mbps * 1_000_000)?)
+                    }
+                    (cap, _) => cap,
+                };
                 if let Some(c) = &cap {
                     cap_kind = c.kind;
                 }
@@ -524,6 +540,7 @@ pub fn run_ab(
         cap: cap_kind,
         read_ahead_kb: base_readahead,
         kernel_readahead_kb: cfg.kernel_readahead_kb,
+        disk_limit_mbps: cfg.disk_limit_mbps,
         queue_settings: cfg
             .queue_settings
             .iter()
