@@ -10,7 +10,7 @@ cgroup v1 cap equal to its budget; one completion per run (W1's prompt by defaul
 import argparse, http.client, json, os, signal, statistics, sys, threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import Cgroup, drop_cache, machine, start_server  # noqa: E402
+from epmlib import Cgroup, drop_cache, machine, request_json, start_server  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -40,12 +40,9 @@ def one_run(a, prompt, watched):
             watcher = threading.Thread(target=watch, args=(port, stop, counts), daemon=True)
             watcher.start()
         try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
             body = {"prompt": prompt, "max_tokens": a.n, "temperature": 0}
-            c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-            text = json.loads(c.getresponse().read())["choices"][0]["text"]
-            c.request("GET", "/stats")
-            s = json.loads(c.getresponse().read())
+            text = request_json(port, "POST", "/v1/completions", body, timeout=3600)[1]["choices"][0]["text"]
+            s = request_json(port, "GET", "/stats")[1]
         finally:
             stop.set()
             proc.send_signal(signal.SIGTERM)

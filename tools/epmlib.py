@@ -7,11 +7,13 @@
 - `drop_cache(path)`, `cached_bytes(path)`: the cold-cache drop and the page-cache check.
 - `stats_decode(s)`, `stats_total_misses(s)`, `ab_row_ok(row)`: reading stats snapshots
   (schema 2, and schema 1 of older reports) and `epm-run ab` rows.
-- `start_server(cmd)`: start `epm-run serve ... --port 0` and wait, bounded, until it answers.
+- `start_server(cmd)`: start `epm-run serve ... --port 0` and wait, bounded, until it answers;
+  `request_json(port, method, path, body)`: one JSON request to it, `(status, JSON)`.
 - `read_trace(path)`: the one Python reader of routing traces (format in the README,
   "Routing trace"); prefer `epm-run sim` for replays.
 """
 import http.client
+import json
 import os
 import platform
 import re
@@ -194,6 +196,17 @@ def start_server(cmd, timeout_s=600):
         time.sleep(0.1)
     proc.terminate()
     raise SystemExit(f"the server was not ready within {timeout_s} s; its log: {log_path}")
+
+
+def request_json(port, method, path, body=None, timeout=300):
+    """One request to a local server; returns (HTTP status, the JSON body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, None if body is None else json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        c.close()
 
 
 def read_trace(path):

@@ -9,10 +9,10 @@ against the build before it: `--synth` also compares the files each build synthe
     python3 tools/validate_build.py --bin OLD --bin NEW [--out validate/build-cc-vs-cmake.json]
         [--golden tests/golden/logits.json | --golden ''] [--synth] [--serve]
 """
-import argparse, hashlib, http.client, json, os, platform, subprocess, sys, tempfile
+import argparse, hashlib, json, os, platform, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epmlib import start_server  # noqa: E402
+from epmlib import request_json, start_server  # noqa: E402
 
 PRESETS = ["tiny", "tiny-dense", "tiny-split", "qwen3-30b-a3b-mini", "smallthinker-4b-mini",
            "qwen3.6-35b-a3b-mini", "minicpm-v4.7-35b-a3b-mini", "ling-3.0-flash-mini"]
@@ -56,20 +56,13 @@ def sha256(path):
     return h.hexdigest()
 
 
-def post(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    return r.status, json.loads(r.read())
-
-
 def served(binary, model, flags):
     """What a `--parallel 1` server answers: a chat reply and a completion, greedy."""
     proc, port = start_server([binary, "serve", "-m", model, "--port", "0", "-c", "1024", "-t", "2"] + flags, 120)
     try:
-        _, chat = post(port, "/v1/chat/completions", {
+        _, chat = request_json(port, "POST", "/v1/chat/completions", {
             "messages": [{"role": "user", "content": PROMPT}], "max_tokens": int(N), "temperature": 0})
-        _, comp = post(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": int(N), "temperature": 0})
+        _, comp = request_json(port, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": int(N), "temperature": 0})
         return {"chat": chat["choices"][0]["message"]["content"], "chat_usage": chat["usage"],
                 "completion": comp["choices"][0]["text"], "completion_usage": comp["usage"]}
     finally:

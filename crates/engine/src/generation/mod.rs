@@ -224,8 +224,6 @@ struct Running<S> {
     /// The last sampled token, to be decoded in the next step at `pos`.
     next: i32,
     pos: u32,
-    /// Whether this job's tokens go to the stats' `generated_ids` (the latest one started).
-    record_ids: bool,
 }
 
 struct Slot<S> {
@@ -250,6 +248,8 @@ pub struct Generator<'b, B: Backend> {
     counters: Arc<GenerationCounters>,
     clock: u64,
     piece: Vec<u8>,
+    /// The slot of the latest job started: its tokens go to the stats' `generated_ids`.
+    recorded_slot: Option<usize>,
 }
 
 impl<'b, B: Backend> Generator<'b, B> {
@@ -269,6 +269,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             counters,
             clock: 0,
             piece: Vec::new(),
+            recorded_slot: None,
         }
     }
 
@@ -460,11 +461,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             if let Ok(mut ids) = stats.generated_ids.lock() {
                 ids.clear();
             }
-            for s in &mut self.slots {
-                if let Some(r) = s.running.as_mut() {
-                    r.record_ids = false;
-                }
-            }
+            self.recorded_slot = Some(i);
             let mut running = Running {
                 sampler: self.backend.sampler(job.sampling),
                 utf8: Utf8Stream::default(),
@@ -472,7 +469,6 @@ impl<'b, B: Backend> Generator<'b, B> {
                 generated: 0,
                 next: 0,
                 pos: job.prompt.len() as u32,
-                record_ids: true,
                 job,
             };
             match self.take_token(i, &mut running, filled.logits) {
@@ -556,7 +552,7 @@ impl<'b, B: Backend> Generator<'b, B> {
         let token = self.backend.sample(&mut r.sampler, index);
         let stats = self.backend.stats();
         stats.generated_tokens.inc();
-        if r.record_ids {
+        if self.recorded_slot == Some(slot) {
             if let Ok(mut ids) = stats.generated_ids.lock() {
                 ids.push(token);
             }
