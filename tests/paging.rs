@@ -372,3 +372,59 @@ fn a_warm_file_that_fits_is_not_reported_as_stray_cache() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("still in the page cache"), "stderr: {err}");
 }
+
+#[test]
+fn generate_says_whether_decode_was_disk_bound() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let plan = plan(&model, &["-c", "1024"]);
+    let budget_mb = plan["min_budget_bytes"].as_u64().unwrap().div_ceil(MIB);
+    let run = |probe_mb_per_s: f64| {
+        let probe = dir.path().join("probe.json");
+        std::fs::write(
+            &probe,
+            format!(r#"{{"results": [{{"mb_per_s": {probe_mb_per_s}}}, {{"pattern": "none"}}]}}"#),
+        )
+        .unwrap();
+        epm_sys::cache::drop_file_cache(&model).unwrap();
+        let out = epm(&[
+            "generate",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            PROMPT,
+            "-n",
+            "24",
+            "-c",
+            "1024",
+            "-v",
+            "--ram-budget-mb",
+            &budget_mb.to_string(),
+            "--disk-probe",
+            probe.to_str().unwrap(),
+        ]);
+        ok(&out);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // A disk probed at 0.01 MB/s cannot have delivered what decode read in less time than
+    // that: reading it is the whole of decode.
+    let slow = run(0.01);
+    assert!(
+        slow.contains("decode is disk-bound") && slow.contains("--ram-budget-mb"),
+        "{slow}"
+    );
+    let fast = run(1e9);
+    assert!(fast.contains("decode is not disk-bound"), "{fast}");
+    let bad = epm(&[
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        "x",
+        "--disk-probe",
+        "/nonexistent.json",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--disk-probe /nonexistent.json"));
+}

@@ -234,3 +234,18 @@ def read_trace(path):
         prev = layer
         records.append((step, layer, [ids[t * n_used:(t + 1) * n_used] for t in range(n_tok)]))
     return n_expert, n_used, records
+
+
+def write_report(out, report, tmp=None, summary_keys=None):
+    """Write a check's JSON record to `out` (its folder made), print it (or the
+    `summary_keys` of it), remove the scratch folder `tmp`, and exit 0 when
+    `report["all_passed"]` (or `report["passed"]`), else 1."""
+    import shutil
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=2)
+    shown = {k: report[k] for k in summary_keys} if summary_keys else report
+    print(json.dumps(shown, indent=1))
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(0 if report.get("all_passed", report.get("passed")) else 1)

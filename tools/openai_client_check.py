@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve` with the official `openai` Python package (pip install openai):
-chat with and without streaming, plain completions, the model list, an API key, and the
-client's own error types for a bad request and a wrong key. Starts the server itself on a
+chat with and without streaming, plain completions, the model list, an API key, the
+client's own error types for a bad request and a wrong key; and what agents use: tool calls
+(tool_choice required, streamed and not, arguments validated with jsonschema), structured
+output parsed into a Pydantic model, and logprobs with top_logprobs. Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
@@ -9,15 +11,120 @@ free loopback port and stops it with SIGTERM; the record goes to --out.
 """
 import argparse, json, os, platform, signal, subprocess, sys, tempfile
 
+import jsonschema
 import openai
+from pydantic import BaseModel, Field
+from typing import Literal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epmlib import start_server  # noqa: E402
+from epmlib import start_server, write_report  # noqa: E402
 
 
 def start(binary, model, extra):
     proc, port = start_server([binary, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"] + extra, 60)
     return proc, f"http://127.0.0.1:{port}"
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                         "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "get_time", "description": "Time in a zone", "parameters": {
+        "type": "object", "properties": {"offset": {"type": "integer", "minimum": -12, "maximum": 14}},
+        "required": ["offset"], "additionalProperties": False}}},
+]
+
+
+class Pet(BaseModel):
+    name: str = Field(max_length=10)
+    age: int = Field(ge=0, le=30)
+    kind: Literal["cat", "dog", "bird"]
+
+
+def agent_checks(client):
+    """Tool calls, structured output and logprobs through the client's own types."""
+    out = {}
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    msgs = [{"role": "user", "content": "What is the weather in Paris, and the time in Rome?"}]
+    calls = []
+    for seed in range(5):
+        r = client.chat.completions.create(model="any", messages=msgs, tools=TOOLS, tool_choice="required",
+                                           max_tokens=300, temperature=1.0, seed=seed)
+        m = r.choices[0].message
+        for tc in m.tool_calls or []:
+            jsonschema.validate(json.loads(tc.function.arguments), schemas[tc.function.name])
+        calls.append({"finish_reason": r.choices[0].finish_reason,
+                      "calls": [(tc.function.name, tc.function.arguments) for tc in m.tool_calls or []]})
+    out["tools"] = calls
+    stream = client.chat.completions.create(model="any", messages=msgs, tools=TOOLS, tool_choice="required",
+                                            max_tokens=300, temperature=1.0, seed=7, stream=True)
+    acc, finish = {}, None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        c = chunk.choices[0]
+        finish = c.finish_reason or finish
+        for d in c.delta.tool_calls or []:
+            e = acc.setdefault(d.index, {"name": "", "arguments": ""})
+            e["name"] += d.function.name or ""
+            e["arguments"] += d.function.arguments or ""
+    for e in acc.values():
+        jsonschema.validate(json.loads(e["arguments"]), schemas[e["name"]])
+    out["tools_stream"] = {"finish_reason": finish, "calls": list(acc.values())}
+    # Structured output into a Pydantic model (the client builds the strict JSON schema).
+    parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    pets = []
+    for seed in range(3):
+        r = parse(model="any", messages=[{"role": "user", "content": "Describe a pet."}], response_format=Pet,
+                  max_tokens=200, temperature=1.0, seed=seed)
+        pet = r.choices[0].message.parsed
+        pets.append(pet.model_dump() if pet else None)
+    out["parsed"] = pets
+    lr = client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=5,
+                                        temperature=0, logprobs=True, top_logprobs=5)
+    lps = lr.choices[0].logprobs.content
+    sorted_ok = all(all(a.logprob >= b.logprob for a, b in zip(t.top_logprobs, t.top_logprobs[1:])) for t in lps)
+    greedy_ok = all(abs(t.logprob - t.top_logprobs[0].logprob) < 1e-6 for t in lps)
+    out["logprobs"] = {"tokens": len(lps), "top": len(lps[0].top_logprobs), "sorted": sorted_ok,
+                       "sampled_is_top_when_greedy": greedy_ok, "first": lps[0].model_dump()}
+    # The Responses API: text, and a required function tool, streamed and not.
+    rtools = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+               "parameters": t["function"]["parameters"]} for t in TOOLS]
+    r = client.responses.create(model="any", input="Name a colour.", instructions="Be brief.",
+                                max_output_tokens=12, temperature=0)
+    text = r.output_text
+    with client.responses.stream(model="any", input="Name a colour.", instructions="Be brief.",
+                                 max_output_tokens=12, temperature=0) as s:
+        for _ in s:
+            pass
+        streamed = s.get_final_response().output_text
+    r = client.responses.create(model="any", input="Weather in Paris?", tools=rtools, tool_choice="required",
+                                max_output_tokens=300, temperature=1.0)
+    fcs = [o for o in r.output if o.type == "function_call"]
+    for f in fcs:
+        jsonschema.validate(json.loads(f.arguments), schemas[f.name])
+    deltas, done_calls = 0, []
+    stream = client.responses.create(model="any", input="Time?", tools=rtools, tool_choice="required",
+                                     max_output_tokens=300, temperature=1.0, stream=True)
+    for ev in stream:
+        if ev.type == "response.function_call_arguments.delta":
+            deltas += 1
+        if ev.type == "response.completed":
+            done_calls = [o for o in ev.response.output if o.type == "function_call"]
+    for f in done_calls:
+        jsonschema.validate(json.loads(f.arguments), schemas[f.name])
+    out["responses"] = {"text": text, "streamed_same": streamed == text, "status": r.status,
+                        "function_calls": [(f.name, f.arguments) for f in fcs],
+                        "stream_argument_deltas": deltas, "stream_calls": [(f.name, f.arguments) for f in done_calls]}
+    responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
+                    and r.usage.input_tokens > 0)
+    out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
+                         and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
+                         and all(p is not None for p in pets)
+                         and len(lps) == lr.usage.completion_tokens and sorted_ok and greedy_ok
+                         and len(lps[0].top_logprobs) == 5)
+    return out
 
 
 def main():
@@ -65,22 +172,19 @@ def main():
             checks["wrong_key"] = "no error"
         except openai.AuthenticationError as e:
             checks["wrong_key"] = {"status": e.status_code, "message": e.message}
+        checks["agents"] = agent_checks(client)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
     ok = (checks["chat_stream"]["same_as_non_streaming"] and checks["chat"]["usage"]["completion_tokens"] > 0
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
-          and checks["models"] and code == 0)
+          and checks["models"] and code == 0 and checks["agents"]["all_passed"])
     report = {"what": "epm-run serve driven by the official openai Python client",
               "command": "python3 tools/openai_client_check.py " + " ".join(sys.argv[1:]),
               "openai_version": openai.__version__, "python": platform.python_version(),
               "server_exit_code": code, "all_passed": ok, "checks": checks}
-    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-    json.dump(report, open(a.out, "w"), indent=2)
-    print(json.dumps(report, indent=1))
-    subprocess.run(["rm", "-rf", tmp])
-    sys.exit(0 if ok else 1)
+    write_report(a.out, report, tmp)
 
 
 if __name__ == "__main__":

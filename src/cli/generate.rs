@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use epm_core::units::MIB;
-use epm_engine::generation::{Event, GenerationCounters, Generator, Job};
+use epm_engine::generation::{Constraint, Event, GenerationCounters, Generator, Job};
 use epm_engine::telemetry;
 use epm_engine::{Engine, EngineError, SamplingParams, Session};
 
@@ -45,14 +45,43 @@ pub struct GenerateArgs {
     /// its new tokens.
     #[arg(long)]
     chat: bool,
+    /// Constrain the output to values valid against this JSON schema (a file).
+    #[arg(long, conflicts_with = "grammar")]
+    json_schema: Option<PathBuf>,
+    /// Constrain the output with this GBNF grammar (a file; the start rule is `root`).
+    #[arg(long)]
+    grammar: Option<PathBuf>,
+}
+
+/// The constraint the flags ask for.
+fn constraint(a: &GenerateArgs) -> Result<Option<Constraint>> {
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p)
+            .map_err(|e| UsageError(format!("cannot read {}: {e}", p.display())))
+    };
+    if let Some(p) = &a.grammar {
+        return Ok(Some(Constraint::Grammar(read(p)?)));
+    }
+    let Some(p) = &a.json_schema else {
+        return Ok(None);
+    };
+    let schema: serde_json::Value = serde_json::from_str(&read(p)?)
+        .map_err(|e| UsageError(format!("{} is not JSON: {e}", p.display())))?;
+    let g = epm_chat::compile_schema(&schema)
+        .map_err(|e| UsageError(format!("{}: {e}", p.display())))?;
+    Ok(Some(Constraint::Grammar(g.text())))
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
     let run = a.run.set_up(1, &[("--dump-logits", &a.dump_logits)])?;
+    let disk = run.disk_mb_per_s;
     let result = read_prompt(&a).and_then(|prompt| generate(&a, &run, prompt));
     let ok = result.is_ok();
     let stats = run.finish(ok)?;
     result?;
+    if stats.pager_enabled {
+        super::model_run::report_disk(&stats, disk);
+    }
     if stats.pager_enabled {
         let s = telemetry::snapshot(&stats);
         tracing::info!(
@@ -93,10 +122,17 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
         run.stats.clone(),
         progress::loading(),
     )?;
+    let constraint = constraint(a)?;
+    if let Some(c) = &constraint {
+        engine
+            .sampler(SamplingParams::default(), Some(c))
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
     let mut session = engine.start(run.session)?;
     let sampling = SamplingParams {
         temperature: a.temp,
         top_p: 1.0,
+        top_k: 0,
         seed: a.seed,
     };
     let mut out = std::io::stdout().lock();
@@ -108,13 +144,12 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
             return Err(EngineError::EmptyPrompt.into());
         }
         let mut generator = Generator::new(&mut session, Default::default());
-        let job = |events| Job {
-            prompt: tokens.clone(),
-            max_tokens: a.n_predict as u32,
-            sampling,
-            stop: a.stop.clone(),
-            logits: logits.map(|w| Box::new(w) as Box<dyn Write + Send>),
-            events,
+        let job = |events| {
+            Job::new(tokens.clone(), a.n_predict as u32, events)
+                .with_sampling(sampling)
+                .with_stop(a.stop.clone())
+                .with_logits(logits.map(|w| Box::new(w) as Box<dyn Write + Send>))
+                .with_constraint(constraint.clone())
         };
         run_job(&mut generator, job, &mut out)?;
         writeln!(out)?;
@@ -149,7 +184,11 @@ fn drain(rx: &Receiver<Event>, text: &mut String, out: &mut dyn Write) -> Result
                 out.flush()?;
                 text.push_str(&t);
             }
-            Event::Started { .. } | Event::Done { .. } => {}
+            Event::Started { .. }
+            | Event::Done { .. }
+            | Event::Reasoning(_)
+            | Event::ToolCall(_)
+            | Event::Logprob(_) => {}
             Event::Failed(e) => return Err(e.into()),
         }
     }
@@ -187,13 +226,10 @@ fn chat(
         let reused_before = engine.stats().reused_prompt_tokens.get();
         let reply = run_job(
             &mut generator,
-            |events| Job {
-                prompt: tokens.clone(),
-                max_tokens: a.n_predict as u32,
-                sampling,
-                stop: a.stop.clone(),
-                logits: None,
-                events,
+            |events| {
+                Job::new(tokens.clone(), a.n_predict as u32, events)
+                    .with_sampling(sampling)
+                    .with_stop(a.stop.clone())
             },
             out,
         )?;

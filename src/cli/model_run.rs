@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use epm_core::diagnose;
 use epm_core::model::ModelIndex;
 use epm_core::plan::{make_plan, Plan};
 use epm_core::stats::{PagerCounters, RunStats};
@@ -17,6 +18,7 @@ use epm_core::threads::{ComputeThreads, Threads};
 use epm_engine::telemetry::{self, MemorySampler};
 use epm_engine::{EngineOptions, PagerMode, SessionOptions};
 
+use super::exit::UsageError;
 use super::paging::PagingArgs;
 use super::{budget_bytes, check_output_path, open_index, signals, ShapeArgs};
 
@@ -50,6 +52,10 @@ pub struct ModelRunArgs {
     pub stats_file: Option<PathBuf>,
     #[command(flatten)]
     pub paging: PagingArgs,
+    /// A `probe-io` report of the model's disk: decode's read throughput is then judged
+    /// against the disk's best speed (at exit, and in the server's log and /metrics).
+    #[arg(long)]
+    pub disk_probe: Option<PathBuf>,
 }
 
 /// A model run, set up and not yet loaded.
@@ -60,6 +66,8 @@ pub struct ModelRun {
     pub session: SessionOptions,
     stats_path: Option<PathBuf>,
     sampler: MemorySampler,
+    /// The disk's best probed speed (`--disk-probe`).
+    pub disk_mb_per_s: Option<f64>,
 }
 
 impl ModelRunArgs {
@@ -68,6 +76,7 @@ impl ModelRunArgs {
     /// `n_seq` parallel sequences.
     pub fn set_up(&self, n_seq: u32, outputs: &[(&str, &Option<PathBuf>)]) -> Result<ModelRun> {
         let index = open_index(&self.model)?;
+        let disk_mb_per_s = self.disk_probe.as_ref().map(read_probe).transpose()?;
         let own = [
             ("--trace-file", &self.paging.trace_file),
             ("--stats-file", &self.stats_file),
@@ -127,6 +136,7 @@ impl ModelRunArgs {
             session,
             stats_path,
             sampler,
+            disk_mb_per_s,
         })
     }
 
@@ -167,6 +177,29 @@ impl ModelRun {
                 .with_context(|| format!("writing stats to {}", p.display()))?;
         }
         Ok(self.stats)
+    }
+}
+
+/// The best speed of a `probe-io` report.
+fn read_probe(path: &PathBuf) -> Result<f64> {
+    let bad = |why: String| UsageError(format!("--disk-probe {}: {why}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    Ok(diagnose::best_probed_mb_per_s(&v).ok_or_else(|| {
+        bad("no `results[].mb_per_s`: give a report that `epm-run probe-io` wrote".into())
+    })?)
+}
+
+/// Log whether decode was disk-bound, and what would help.
+pub fn report_disk(stats: &RunStats, disk_mb_per_s: Option<f64>) {
+    let reads = diagnose::DecodeReads {
+        read_bytes: stats.decode_read_bytes.get(),
+        seconds: stats.decode_us.get() as f64 / 1e6,
+    };
+    match diagnose::diagnose(reads, disk_mb_per_s) {
+        Some(v) if v.disk_bound => tracing::warn!("{}", v.hint),
+        Some(v) => tracing::info!("{}", v.hint),
+        None => {}
     }
 }
 

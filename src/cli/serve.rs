@@ -29,7 +29,8 @@ pub struct ServeArgs {
     /// Requests that may wait for a free slot; beyond, the server answers 503.
     #[arg(long, default_value_t = 16)]
     queue: usize,
-    /// Require `Authorization: Bearer KEY` on every endpoint but /health and the page (/).
+    /// Require `Authorization: Bearer KEY` (or `x-api-key: KEY`) on every endpoint but
+    /// /health and the page (/).
     #[arg(long)]
     api_key: Option<String>,
     /// A Jinja chat template to use instead of the model's own.
@@ -38,6 +39,10 @@ pub struct ServeArgs {
     /// Refuse request bodies larger than this (413).
     #[arg(long, default_value_t = 8)]
     max_body_mb: usize,
+    /// A browser origin (`https://app.example`) allowed to call the API, besides the
+    /// loopback origins always allowed; repeat for several, `*` for any.
+    #[arg(long)]
+    cors_origin: Vec<String>,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -72,8 +77,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         api_key: a.api_key.clone(),
         chat_template,
         max_body_bytes: a.max_body_mb << 20,
+        cors_origins: a.cors_origin.clone(),
+        disk_mb_per_s: run.disk_mb_per_s,
         stats: run.stats.clone(),
     };
+    let disk = run.disk_mb_per_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -84,8 +92,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
             "listening on http://{addr} (loading the model; /health answers 200 once loaded)"
         );
     }));
-    run.finish(result.is_ok())?;
+    let stats = run.finish(result.is_ok())?;
     result?;
+    if stats.pager_enabled {
+        super::model_run::report_disk(&stats, disk);
+    }
     eprintln!("stopped");
     Ok(())
 }

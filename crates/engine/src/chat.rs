@@ -7,6 +7,8 @@ use minijinja::value::Value as JinjaValue;
 use minijinja::{Environment, ErrorKind};
 use serde_json::Value;
 
+use epm_chat::ToolFamily;
+
 use crate::{Engine, EngineError};
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +31,71 @@ fn raise_exception(message: String) -> Result<JinjaValue, minijinja::Error> {
     Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
 }
 
+/// Python's `json.dumps` separators (`", "` and `": "`), as Hugging Face's `tojson` writes.
+struct PythonSeparators;
+
+impl serde_json::ser::Formatter for PythonSeparators {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+/// `tojson` as Hugging Face renders it: Python's separators, no HTML escaping (minijinja's
+/// own escapes `<` and `>`, which would change tool descriptions), `indent` honoured.
+fn tojson(
+    value: &JinjaValue,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<JinjaValue, minijinja::Error> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    // Python's own keyword arguments are accepted and, where they change nothing, ignored.
+    let _: Option<bool> = kwargs.get("ensure_ascii")?;
+    let _: Option<bool> = kwargs.get("sort_keys")?;
+    kwargs.assert_all_used()?;
+    let v: Value = serde_json::to_value(value)
+        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let mut out = Vec::new();
+    let written = match indent {
+        Some(n) => {
+            let pad = vec![b' '; n];
+            let f = serde_json::ser::PrettyFormatter::with_indent(&pad);
+            serde::Serialize::serialize(
+                &v,
+                &mut serde_json::Serializer::with_formatter(&mut out, f),
+            )
+        }
+        None => serde::Serialize::serialize(
+            &v,
+            &mut serde_json::Serializer::with_formatter(&mut out, PythonSeparators),
+        ),
+    };
+    written.map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    Ok(JinjaValue::from_safe_string(
+        String::from_utf8_lossy(&out).into_owned(),
+    ))
+}
+
 impl ChatTemplate {
     pub fn new(source: &str) -> Result<ChatTemplate, TemplateError> {
         let mut env = Environment::new();
@@ -36,6 +103,7 @@ impl ChatTemplate {
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
+        env.add_filter("tojson", tojson);
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| TemplateError::Compile(e.to_string()))?;
         Ok(ChatTemplate {
@@ -102,9 +170,85 @@ pub struct ChatRenderer {
     jinja: Option<ChatTemplate>,
     /// The template's text, for the built-in fallback; `None`: the model has no template.
     source: Option<String>,
+    /// The template reads typed content parts (`[{"type": "text", ...}]`) and not strings;
+    /// otherwise text parts are joined into a string before it sees them.
+    typed_content: bool,
+    /// How the template's model writes tool calls (`None`: a format EPM does not parse).
+    tool_family: Option<ToolFamily>,
+}
+
+/// Whether `t` renders typed content parts but not a string content (as llama.cpp's
+/// template-capability probe decides).
+fn reads_typed_content(t: &ChatTemplate) -> bool {
+    const PROBE: &str = "<epm-probe-7f3a>";
+    let render = |content: Value| {
+        let msgs = [serde_json::json!({"role": "user", "content": content})];
+        t.render(&msgs, None, None, true, "", "")
+            .unwrap_or_default()
+    };
+    let plain = render(Value::String(PROBE.into()));
+    let typed = render(serde_json::json!([{"type": "text", "text": PROBE}]));
+    !plain.contains(PROBE) && typed.contains(PROBE)
+}
+
+/// Messages as the template wants them: content parts joined into a string (unless the
+/// template reads typed parts), and tool-call arguments given as JSON strings parsed into
+/// objects (templates write them with `tojson`).
+fn normalize(messages: &[Value], typed_content: bool) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            if let Some(obj) = m.as_object_mut() {
+                if !typed_content {
+                    if let Some(c @ Value::Array(_)) = obj.get("content") {
+                        let text = content_text(c);
+                        obj.insert("content".into(), Value::String(text));
+                    }
+                }
+                if let Some(Value::Array(calls)) = obj.get_mut("tool_calls") {
+                    for call in calls {
+                        let args = call.pointer_mut("/function/arguments");
+                        if let Some(a) = args {
+                            if let Some(parsed) = a
+                                .as_str()
+                                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                            {
+                                *a = parsed;
+                            }
+                        }
+                    }
+                }
+            }
+            m
+        })
+        .collect()
 }
 
 impl ChatRenderer {
+    /// The tool-call format of the template's family, if EPM parses it.
+    pub fn tool_family(&self) -> Option<ToolFamily> {
+        self.tool_family
+    }
+
+    fn new(jinja: Option<ChatTemplate>, source: Option<String>) -> ChatRenderer {
+        let typed_content = jinja.as_ref().is_some_and(reads_typed_content);
+        let tool_family = source.as_deref().and_then(ToolFamily::detect);
+        match (&source, tool_family) {
+            (Some(_), Some(f)) => tracing::info!("tool calls: the chat template writes the {} format", f.name()),
+            (Some(_), None) => tracing::info!(
+                "tool calls: the chat template's format is not one EPM parses (hermes, harmony, llama3, mistral, deepseek); tool calls come back as text"
+            ),
+            (None, _) => {}
+        }
+        ChatRenderer {
+            jinja,
+            source,
+            typed_content,
+            tool_family,
+        }
+    }
+
     /// Whether there is a template at all.
     pub fn has_template(&self) -> bool {
         self.source.is_some()
@@ -124,6 +268,7 @@ impl ChatRenderer {
         extra: Option<&serde_json::Map<String, Value>>,
     ) -> Result<String, EngineError> {
         let source = self.source.as_deref().ok_or(EngineError::NoChatTemplate)?;
+        let messages = &normalize(messages, self.typed_content);
         if let Some(t) = &self.jinja {
             let (bos, eos) = engine.bos_eos_text();
             match t.render(messages, tools, extra, true, &bos, &eos) {
@@ -143,16 +288,13 @@ impl Engine {
         override_source: Option<&str>,
     ) -> Result<ChatRenderer, EngineError> {
         if let Some(src) = override_source {
-            return Ok(ChatRenderer {
-                jinja: Some(ChatTemplate::new(src)?),
-                source: Some(src.to_string()),
-            });
+            return Ok(ChatRenderer::new(
+                Some(ChatTemplate::new(src)?),
+                Some(src.to_string()),
+            ));
         }
         let Some(src) = self.chat_template() else {
-            return Ok(ChatRenderer {
-                jinja: None,
-                source: None,
-            });
+            return Ok(ChatRenderer::new(None, None));
         };
         let jinja = match ChatTemplate::new(&src) {
             Ok(t) => Some(t),
@@ -161,10 +303,7 @@ impl Engine {
                 None
             }
         };
-        Ok(ChatRenderer {
-            jinja,
-            source: Some(src),
-        })
+        Ok(ChatRenderer::new(jinja, Some(src)))
     }
 
     fn builtin_chat(&self, source: &str, messages: &[Value]) -> Result<String, EngineError> {
@@ -216,7 +355,7 @@ mod tests {
         let out = t
             .render(&msgs, Some(&json!([{"name": "f"}])), None, false, "", "")
             .unwrap();
-        assert_eq!(out, "0|b|[{\"name\":\"f\"}]");
+        assert_eq!(out, "0|b|[{\"name\": \"f\"}]");
     }
 
     #[test]
@@ -228,6 +367,43 @@ mod tests {
         let t = ChatTemplate::new("{{ raise_exception('roles must alternate') }}").unwrap();
         let err = t.render(&[], None, None, true, "", "").unwrap_err();
         assert!(err.to_string().contains("roles must alternate"), "{err}");
+    }
+
+    #[test]
+    fn tojson_writes_as_python_does() {
+        let t = ChatTemplate::new("{{ tools | tojson }}|{{ tools | tojson(indent=2) }}").unwrap();
+        let tools = json!([{"name": "f", "d": "<b> & c", "p": [1, 2]}]);
+        let out = t.render(&[], Some(&tools), None, false, "", "").unwrap();
+        let (flat, pretty) = out.split_once('|').unwrap();
+        assert_eq!(flat, r#"[{"name": "f", "d": "<b> & c", "p": [1, 2]}]"#);
+        assert!(
+            pretty.starts_with("[\n  {\n    \"name\": \"f\","),
+            "{pretty}"
+        );
+    }
+
+    #[test]
+    fn typed_content_is_detected_and_parts_are_joined_otherwise() {
+        let plain = ChatTemplate::new(CHATML).unwrap();
+        assert!(!reads_typed_content(&plain));
+        let typed = ChatTemplate::new(
+            "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}",
+        )
+        .unwrap();
+        assert!(reads_typed_content(&typed));
+        let msgs = [
+            json!({"role": "user", "content": [{"type": "text", "text": "Name "}, {"type": "text", "text": "three rivers."}]}),
+        ];
+        let joined = normalize(&msgs, false);
+        assert_eq!(joined[0]["content"], "Name three rivers.");
+        assert_eq!(normalize(&msgs, true)[0]["content"], msgs[0]["content"]);
+        let call = [
+            json!({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{\"a\": 1}"}}]}),
+        ];
+        assert_eq!(
+            normalize(&call, false)[0]["tool_calls"][0]["function"]["arguments"],
+            json!({"a": 1})
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
 use epm_core::budget::{BudgetInputs, Budgets};
@@ -19,9 +20,10 @@ use epm_core::stats::RunStats;
 use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
+use crate::generation::Constraint;
 use crate::hook::attach::{self, PagingOptions};
 use crate::hook::HookedContext;
-use crate::session::Session;
+use crate::session::{Sampler, SamplingParams, Session};
 
 /// How the model's experts are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +84,8 @@ pub struct Engine {
     stats: Arc<RunStats>,
     /// A paged session owns the model's page cache: at most one at a time.
     session_active: AtomicBool,
+    /// Every token's bytes, for constrained sampling; made on first use.
+    token_pieces: OnceLock<Arc<Vec<Vec<u8>>>>,
 }
 
 impl Engine {
@@ -121,6 +125,7 @@ impl Engine {
             opts,
             stats,
             session_active: AtomicBool::new(false),
+            token_pieces: OnceLock::new(),
         })
     }
 
@@ -241,12 +246,83 @@ impl Engine {
             .collect()
     }
 
-    /// The bytes of one token's text as plain output (special tokens left out).
-    pub fn output_piece(&self, token: i32, out: &mut Vec<u8>) {
+    /// The bytes of one token's text as output; special tokens' text only when `special`.
+    pub fn output_piece(&self, token: i32, special: bool, out: &mut Vec<u8>) {
         out.clear();
         self.model
             .vocab()
-            .token_to_piece_into(LlamaToken(token), out, false, None);
+            .token_to_piece_into(LlamaToken(token), out, special, None);
+    }
+
+    /// A sampler for `params`; under `constraint`, llama.cpp's grammar sampler comes first
+    /// in the chain, so it narrows the candidates and never touches the context's logits.
+    pub fn sampler(
+        &self,
+        params: SamplingParams,
+        constraint: Option<&Constraint>,
+    ) -> Result<Sampler, EngineError> {
+        let grammar = match constraint {
+            None => None,
+            Some(Constraint::Grammar(g)) => Some(
+                LlamaSampler::grammar(&self.model, g, "root")
+                    .map_err(|e| EngineError::Grammar(e.to_string()))?,
+            ),
+            Some(Constraint::Lazy { grammar, triggers }) => Some(
+                LlamaSampler::grammar_lazy_patterns(&self.model, grammar, "root", triggers, &[])
+                    .map_err(|e| EngineError::Grammar(e.to_string()))?,
+            ),
+        };
+        Ok(Sampler::new(
+            params,
+            grammar.map(|g| (g, self.token_pieces())),
+        ))
+    }
+
+    /// Every token's bytes as a grammar reads them (special tokens' text included), made
+    /// once.
+    pub fn token_pieces(&self) -> Arc<Vec<Vec<u8>>> {
+        self.token_pieces
+            .get_or_init(|| {
+                let mut piece = Vec::new();
+                Arc::new(
+                    (0..self.n_vocab() as i32)
+                        .map(|t| {
+                            self.output_piece(t, true, &mut piece);
+                            piece.clone()
+                        })
+                        .collect(),
+                )
+            })
+            .clone()
+    }
+
+    /// What clients show about the model, from its GGUF metadata.
+    pub fn facts(&self) -> ModelFacts {
+        let meta = |k: &str| self.model.meta_val_str(k).ok();
+        let arch = meta("general.architecture").unwrap_or_default();
+        ModelFacts {
+            context_length: self.model.n_ctx_train(),
+            n_params: self.model.n_params(),
+            size_bytes: self.model.size(),
+            file_type: meta("general.file_type")
+                .and_then(|t| t.parse::<u32>().ok())
+                .map(file_type_name)
+                .unwrap_or("unknown"),
+            arch,
+        }
+    }
+
+    /// The text of `tokens` (special tokens' text included when `special`).
+    pub fn detokenize(&self, tokens: &[i32], special: bool) -> String {
+        let mut bytes = Vec::new();
+        let mut piece = Vec::new();
+        for &t in tokens {
+            if t >= 0 && (t as usize) < self.n_vocab() {
+                self.output_piece(t, special, &mut piece);
+                bytes.extend_from_slice(&piece);
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// Whether `token` ends a generation (EOS, EOT, `<|im_end|>` ...).
@@ -306,5 +382,43 @@ impl Drop for Engine {
     fn drop(&mut self) {
         // The model's mappings go away with it.
         epm_sys::sigbus::forget_all();
+    }
+}
+
+/// What clients show about a model (Ollama's `/api/show`, llama-server's `/props`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFacts {
+    /// `general.architecture`.
+    pub arch: String,
+    pub n_params: u64,
+    pub size_bytes: u64,
+    /// The context length it was trained for.
+    pub context_length: u32,
+    /// `general.file_type`, as llama.cpp names it (`Q4_K_M` ...).
+    pub file_type: &'static str,
+}
+
+/// llama.cpp's names for `general.file_type` (`enum llama_ftype`).
+fn file_type_name(t: u32) -> &'static str {
+    match t {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        32 => "BF16",
+        38 => "MXFP4_MOE",
+        _ => "other",
     }
 }

@@ -21,7 +21,7 @@ pub mod integrity;
 mod session;
 pub mod telemetry;
 
-pub use engine::{Engine, EngineOptions, PagerMode, SessionOptions};
+pub use engine::{Engine, EngineOptions, ModelFacts, PagerMode, SessionOptions};
 pub use epm_core::prefix::SeqCache;
 pub use error::EngineError;
 pub use hook::attach::{PagingOptions, Prediction};

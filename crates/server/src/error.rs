@@ -13,6 +13,8 @@ pub enum ErrorKind {
     BadRequest,
     /// A missing or wrong API key: 401.
     Unauthorized,
+    /// A browser origin that `--cors-origin` does not admit: 403.
+    Forbidden,
     /// No such endpoint: 404.
     NotFound,
     /// A body over `--max-body-mb`: 413.
@@ -28,6 +30,7 @@ impl ErrorKind {
         match self {
             ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
             ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -70,6 +73,20 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         self.kind.status()
+    }
+
+    /// The response carrying `body` (a protocol's error object): this error's status, and
+    /// `Retry-After` when it has one.
+    pub fn respond(&self, body: serde_json::Value) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let mut resp = (self.status(), axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(s),
+            );
+        }
+        resp
     }
 }
 

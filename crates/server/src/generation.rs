@@ -8,11 +8,15 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use epm_engine::generation::{Event, EventSink, FinishReason, Generator, Job};
+use epm_chat::{OutputParser, ToolCall};
+use epm_engine::generation::{
+    Constraint, Event, EventSink, FinishReason, Generator, Job, TokenLogprob,
+};
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::{Engine, EngineError, SamplingParams};
 
 use crate::error::ApiError;
+use crate::output::{OutputAsk, OutputPlan};
 use crate::state::{AppState, Loaded, ServerCounters};
 use crate::ServerOptions;
 
@@ -24,6 +28,8 @@ pub struct Asked {
     pub default_max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,
+    /// Keep the `k` most likely tokens (0 or below, or absent: all).
+    pub top_k: Option<i32>,
     pub seed: Option<i64>,
     /// Choices per request; only 1 is served.
     pub n: Option<u32>,
@@ -36,6 +42,23 @@ pub struct Prepared {
     pub max_tokens: u32,
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
+    pub constraint: Option<Constraint>,
+    pub parser: OutputParser,
+    /// Log-probabilities per token with this many alternatives (`None`: none).
+    pub logprobs: Option<usize>,
+}
+
+impl Prepared {
+    pub fn with_output(mut self, plan: OutputPlan) -> Prepared {
+        self.constraint = plan.constraint;
+        self.parser = plan.parser;
+        self
+    }
+
+    pub fn with_logprobs(mut self, top: Option<usize>) -> Prepared {
+        self.logprobs = top;
+        self
+    }
 }
 
 /// The sampling settings, checked. Temperature defaults to 1 as in OpenAI's API.
@@ -66,6 +89,7 @@ fn sampling(a: &Asked) -> Result<SamplingParams, ApiError> {
     Ok(SamplingParams {
         temperature,
         top_p,
+        top_k: a.top_k.filter(|&k| k > 0).map_or(0, |k| k as u32),
         seed,
     })
 }
@@ -102,7 +126,41 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
         max_tokens,
         sampling,
         stop: asked.stop.clone(),
+        constraint: None,
+        parser: OutputParser::new(None, None),
+        logprobs: None,
     })
+}
+
+/// A conversation to render with the model's chat template.
+pub struct ChatInput<'a> {
+    /// OpenAI-shaped messages (`role`, `content`, `tool_calls` ...), as the template reads them.
+    pub messages: &'a [serde_json::Value],
+    /// OpenAI-shaped tools, for the template.
+    pub tools: Option<&'a serde_json::Value>,
+    /// Extra template variables (`enable_thinking` ...).
+    pub kwargs: Option<&'a serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Render a conversation, plan its output (constraint and parser), tokenize and check it:
+/// what every chat protocol does before submitting.
+pub fn prepare_chat(
+    loaded: &Loaded,
+    chat: ChatInput<'_>,
+    ask: &OutputAsk,
+    asked: &Asked,
+) -> Result<Prepared, ApiError> {
+    let prompt = loaded
+        .chat
+        .render(&loaded.engine, chat.messages, chat.tools, chat.kwargs)
+        .map_err(|e| {
+            ApiError::bad_request(format!(
+                "cannot render the messages with the chat template: {e}"
+            ))
+        })?;
+    let plan = ask.plan(loaded, Some(&prompt))?;
+    let tokens = loaded.engine.tokenize(&prompt, true, true);
+    Ok(prepare(loaded, tokens, asked)?.with_output(plan))
 }
 
 /// The model, or 503 while it loads.
@@ -191,17 +249,16 @@ impl EventSink for ChannelSink {
 pub fn submit(state: &AppState, p: Prepared) -> Result<UnboundedReceiver<Event>, ApiError> {
     let ticket = admit(state)?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = Job {
-        prompt: p.prompt,
-        max_tokens: p.max_tokens,
-        sampling: p.sampling,
-        stop: p.stop,
-        logits: None,
-        events: Box::new(ChannelSink {
-            tx,
-            _ticket: ticket,
-        }),
-    };
+    let sink = Box::new(ChannelSink {
+        tx,
+        _ticket: ticket,
+    });
+    let job = Job::new(p.prompt, p.max_tokens, sink)
+        .with_sampling(p.sampling)
+        .with_stop(p.stop)
+        .with_constraint(p.constraint)
+        .with_parser(p.parser)
+        .with_logprobs(p.logprobs);
     let sent = state
         .jobs
         .lock()
@@ -225,6 +282,9 @@ pub struct Usage {
 /// A whole generation, for non-streaming answers.
 pub struct Collected {
     pub text: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub logprobs: Vec<TokenLogprob>,
     pub finish_reason: FinishReason,
     pub usage: Usage,
 }
@@ -232,6 +292,9 @@ pub struct Collected {
 pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiError> {
     let mut usage = Usage::default();
     let mut text = String::new();
+    let mut reasoning = String::new();
+    let mut tool_calls = Vec::new();
+    let mut logprobs = Vec::new();
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Started {
@@ -242,6 +305,9 @@ pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiE
                 usage.cached = cached_tokens as u64;
             }
             Event::Text(t) => text.push_str(&t),
+            Event::Reasoning(t) => reasoning.push_str(&t),
+            Event::ToolCall(c) => tool_calls.push(c),
+            Event::Logprob(l) => logprobs.push(l),
             Event::Done {
                 finish_reason,
                 completion_tokens,
@@ -249,6 +315,9 @@ pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiE
                 usage.completion = completion_tokens as u64;
                 return Ok(Collected {
                     text,
+                    reasoning,
+                    tool_calls,
+                    logprobs,
                     finish_reason,
                     usage,
                 });

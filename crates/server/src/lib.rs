@@ -13,13 +13,20 @@
 //! [`openai`] with its routes merged in [`router`].
 #![forbid(unsafe_code)]
 
+pub mod anthropic;
 mod auth;
 pub mod error;
 pub mod generation;
+pub mod llamacpp;
 mod metrics;
+pub mod ollama;
 pub mod openai;
 mod ops;
+pub mod output;
 pub mod page;
+pub mod protocol;
+pub mod responses;
+mod sse;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -51,6 +58,10 @@ pub struct ServerOptions {
     pub chat_template: Option<String>,
     /// Request bodies larger than this are refused with 413.
     pub max_body_bytes: usize,
+    /// `--cors-origin`: browser origins allowed besides loopback (`*`: any).
+    pub cors_origins: Vec<String>,
+    /// The disk's best probed speed (`--disk-probe`), to judge decode's reads against.
+    pub disk_mb_per_s: Option<f64>,
     pub stats: Arc<RunStats>,
 }
 
@@ -88,6 +99,10 @@ pub const MODEL_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_se
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let keyed = Router::new()
         .merge(openai::routes())
+        .merge(anthropic::routes())
+        .merge(ollama::routes())
+        .merge(llamacpp::routes())
+        .merge(responses::routes())
         .merge(page::routes())
         .merge(ops::routes())
         .fallback(ops::not_found)
@@ -100,6 +115,14 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .merge(page::public_routes())
         .merge(keyed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            protocol::count,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            protocol::cors,
+        ))
         .with_state(state)
 }
 
@@ -133,6 +156,9 @@ pub async fn serve(
         jobs: Mutex::new(tx),
         stats: opts.stats.clone(),
         started: std::time::Instant::now(),
+        requests: Default::default(),
+        cors: protocol::CorsOrigins::from_flags(&opts.cors_origins),
+        disk_mb_per_s: opts.disk_mb_per_s,
     });
     let max_body = opts.max_body_bytes;
     let (load_tx, load_rx) = tokio::sync::oneshot::channel::<Result<(), EngineError>>();
@@ -156,9 +182,17 @@ pub async fn serve(
         let state = state.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(MODEL_CHECK_PERIOD);
+            let mut said_disk_bound = false;
             loop {
                 every.tick().await;
                 let _ = generation::check_model(&state, true);
+                // Said once, when decode first turns out disk-bound.
+                if let Some(v) = metrics::disk_verdict(&state) {
+                    if v.disk_bound && !said_disk_bound {
+                        tracing::warn!("{}", v.hint);
+                        said_disk_bound = true;
+                    }
+                }
             }
         })
     };

@@ -16,6 +16,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use crate::protocol::Protocol;
 use crate::state::AppState;
 
 /// How a request ended.
@@ -73,6 +74,27 @@ label_values! {
     Selection { CacheHit => "cache_hit", PrefetchHit => "prefetch_hit", Miss => "miss" }
     PromptTokens { Evaluated => "evaluated", Reused => "reused" }
     OutputFile { Stats => "stats", Trace => "trace" }
+}
+
+/// The verdict on decode's reads so far.
+pub fn disk_verdict(st: &AppState) -> Option<epm_core::diagnose::DiskVerdict> {
+    epm_core::diagnose::diagnose(
+        epm_core::diagnose::DecodeReads {
+            read_bytes: st.stats.decode_read_bytes.get(),
+            seconds: st.stats.decode_us.get() as f64 / 1e6,
+        },
+        st.disk_mb_per_s,
+    )
+}
+
+/// A protocol as a label value.
+#[derive(Debug, Clone, Copy)]
+struct ProtocolLabel(Protocol);
+
+impl EncodeLabelValue for ProtocolLabel {
+    fn encode(&self, e: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        e.write_str(self.0.name())
+    }
 }
 
 struct Scrape(Arc<AppState>);
@@ -159,6 +181,45 @@ impl Collector for Scrape {
                     load(&st.server.rejected_overload),
                 ),
             ],
+        )?;
+        if let Some(v) = disk_verdict(st) {
+            gauge(
+                e,
+                "epm_decode_read_bytes_per_second",
+                "Bytes decode read from disk per second of decode.",
+                v.read_mb_per_s * 1e6,
+            )?;
+            if let (Some(p), Some(share)) = (v.probed_mb_per_s, v.read_share) {
+                gauge(
+                    e,
+                    "epm_disk_probed_bytes_per_second",
+                    "The disk's best speed in the --disk-probe report.",
+                    p * 1e6,
+                )?;
+                gauge(
+                    e,
+                    "epm_decode_read_time_share",
+                    "Share of decode time that reading its bytes at the probed speed takes.",
+                    share,
+                )?;
+                gauge(
+                    e,
+                    "epm_decode_disk_bound",
+                    "1 when decode is disk-bound (the read time share is at least one half).",
+                    f64::from(u8::from(v.disk_bound)),
+                )?;
+            }
+        }
+        let by_protocol: Vec<([(&str, ProtocolLabel); 1], f64)> = Protocol::ALL
+            .iter()
+            .map(|&p| ([("protocol", ProtocolLabel(p))], st.requests.get(p) as f64))
+            .collect();
+        family(
+            e,
+            "epm_http_requests",
+            "HTTP requests received, by the protocol of their path.",
+            MetricType::Counter,
+            &by_protocol,
         )?;
         family(
             e,

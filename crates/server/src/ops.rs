@@ -27,10 +27,10 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/stats", get(stats))
 }
 
-pub async fn not_found() -> OpenAiError {
-    OpenAiError(ApiError::new(
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    crate::protocol::Protocol::of(uri.path()).error(ApiError::new(
         ErrorKind::NotFound,
-        "no such endpoint: see /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics, /stats, /pager/stream, /pager/residency, and the page at /",
+        format!("no such endpoint: {}. The README lists the endpoints by protocol: /v1/chat/completions, /v1/completions, /v1/models, /v1/messages, /api/chat, /api/generate, /api/tags, /completion, /tokenize, /props, /health, /metrics, and the page at /", uri.path()),
     ))
 }
 

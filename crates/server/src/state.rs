@@ -11,6 +11,8 @@ use epm_engine::generation::{GenerationCounters, Job};
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::Engine;
 
+use crate::protocol::{CorsOrigins, RequestCounts};
+
 /// What the engine thread publishes once the model is loaded.
 pub struct Loaded {
     pub engine: Arc<Engine>,
@@ -44,4 +46,10 @@ pub struct AppState {
     pub jobs: Mutex<std::sync::mpsc::Sender<Job>>,
     pub stats: Arc<RunStats>,
     pub started: Instant,
+    /// Requests per protocol, for `/metrics`.
+    pub requests: RequestCounts,
+    /// Browser origins that may call the API.
+    pub cors: CorsOrigins,
+    /// The disk's best probed speed, when given.
+    pub disk_mb_per_s: Option<f64>,
 }

@@ -29,6 +29,7 @@ use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
 use crate::session::{Prefilled, Sampler, SamplingParams, Session, Step};
+use epm_chat::{OutputParser, Piece};
 use text::{StopMatcher, Utf8Stream};
 
 /// What the core needs of a session: [`Session`] is the real one.
@@ -38,7 +39,12 @@ pub trait Backend {
     fn n_slots(&self) -> usize;
     /// Context cells per sequence.
     fn n_ctx_per_seq(&self) -> u32;
-    fn sampler(&self, params: SamplingParams) -> Self::Sampler;
+    /// A sampler for `params`, constrained by `constraint` when given.
+    fn sampler(
+        &self,
+        params: SamplingParams,
+        constraint: Option<&Constraint>,
+    ) -> Result<Self::Sampler, EngineError>;
     /// Make `seq` hold `prompt` with its logits ready, reusing what `cache` allows.
     fn prefill(
         &mut self,
@@ -51,8 +57,8 @@ pub trait Backend {
     fn logits(&self, index: i32) -> &[f32];
     fn sample(&mut self, sampler: &mut Self::Sampler, index: i32) -> i32;
     fn is_eog(&self, token: i32) -> bool;
-    /// The bytes of one token's text as output (special tokens left out).
-    fn piece(&self, token: i32, out: &mut Vec<u8>);
+    /// The bytes of one token's text as output; special tokens' text only when `special`.
+    fn piece(&self, token: i32, special: bool, out: &mut Vec<u8>);
     /// Drop all of sequence `seq`'s cache.
     fn clear(&mut self, seq: i32);
     fn stats(&self) -> &Arc<RunStats>;
@@ -66,8 +72,12 @@ impl Backend for Session<'_> {
     fn n_ctx_per_seq(&self) -> u32 {
         Session::n_ctx_per_seq(self)
     }
-    fn sampler(&self, params: SamplingParams) -> Sampler {
-        Sampler::new(params)
+    fn sampler(
+        &self,
+        params: SamplingParams,
+        constraint: Option<&Constraint>,
+    ) -> Result<Sampler, EngineError> {
+        self.engine().sampler(params, constraint)
     }
     fn prefill(
         &mut self,
@@ -89,8 +99,8 @@ impl Backend for Session<'_> {
     fn is_eog(&self, token: i32) -> bool {
         self.engine().is_eog(token)
     }
-    fn piece(&self, token: i32, out: &mut Vec<u8>) {
-        self.engine().output_piece(token, out)
+    fn piece(&self, token: i32, special: bool, out: &mut Vec<u8>) {
+        self.engine().output_piece(token, special, out)
     }
     fn clear(&mut self, seq: i32) {
         Session::clear(self, seq)
@@ -109,6 +119,39 @@ pub enum FinishReason {
     StopSequence(String),
     /// `max_tokens` were generated.
     Length,
+    /// The reply was one or more tool calls, and ended after them.
+    ToolCalls,
+}
+
+/// A constraint on what may be generated: a GBNF grammar for llama.cpp's grammar sampler.
+/// It changes which token is sampled, never the logits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Constraint {
+    /// The whole output must match `root` of the grammar.
+    Grammar(String),
+    /// Free output until a trigger (a regex; its first group starts the grammar's input)
+    /// matches; from there the grammar holds.
+    Lazy {
+        grammar: String,
+        triggers: Vec<String>,
+    },
+}
+
+/// The log-probability of one generated token, and of the most likely tokens at its
+/// position, from the logits sampling used (before any constraint).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub token: TokenText,
+    pub logprob: f32,
+    /// Most likely first.
+    pub top: Vec<(TokenText, f32)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenText {
+    pub id: i32,
+    /// The token's bytes, special tokens' text included; not always whole UTF-8.
+    pub bytes: Vec<u8>,
 }
 
 /// What a job's receiver is told, in order: `Started`, `Text`s, then `Done` or `Failed`.
@@ -119,8 +162,15 @@ pub enum Event {
         /// Prompt tokens whose KV was kept from an earlier job.
         cached_tokens: usize,
     },
-    /// Whole UTF-8 characters, stop strings (and what could still become one) held back.
+    /// Content: whole UTF-8 characters, stop strings (and what could still become one)
+    /// held back, and so is text that could still become a tool call or reasoning marker.
     Text(String),
+    /// Reasoning, split out of the content (`<think>` blocks, harmony's analysis channel).
+    Reasoning(String),
+    /// A whole tool call, parsed from the output.
+    ToolCall(epm_chat::ToolCall),
+    /// A sampled token's log-probabilities (when the job asked for them), before its text.
+    Logprob(TokenLogprob),
     Done {
         finish_reason: FinishReason,
         completion_tokens: usize,
@@ -153,7 +203,59 @@ pub struct Job {
     pub stop: Vec<String>,
     /// Receives the f32 little-endian logits of every sampled position.
     pub logits: Option<Box<dyn Write + Send>>,
+    pub constraint: Option<Constraint>,
+    /// Splits the output into content, reasoning and tool calls.
+    pub parser: OutputParser,
+    /// Send a [`Event::Logprob`] per token with this many alternatives (`None`: none).
+    pub logprobs: Option<usize>,
     pub events: Box<dyn EventSink>,
+}
+
+impl Job {
+    /// A greedy job with no stop strings, constraint or parsing (all text is content).
+    pub fn new(prompt: Vec<i32>, max_tokens: u32, events: Box<dyn EventSink>) -> Job {
+        Job {
+            prompt,
+            max_tokens,
+            sampling: SamplingParams::default(),
+            stop: Vec::new(),
+            logits: None,
+            constraint: None,
+            parser: OutputParser::new(None, None),
+            logprobs: None,
+            events,
+        }
+    }
+
+    pub fn with_sampling(mut self, sampling: SamplingParams) -> Job {
+        self.sampling = sampling;
+        self
+    }
+
+    pub fn with_stop(mut self, stop: Vec<String>) -> Job {
+        self.stop = stop;
+        self
+    }
+
+    pub fn with_logits(mut self, logits: Option<Box<dyn Write + Send>>) -> Job {
+        self.logits = logits;
+        self
+    }
+
+    pub fn with_constraint(mut self, constraint: Option<Constraint>) -> Job {
+        self.constraint = constraint;
+        self
+    }
+
+    pub fn with_parser(mut self, parser: OutputParser) -> Job {
+        self.parser = parser;
+        self
+    }
+
+    pub fn with_logprobs(mut self, top: Option<usize>) -> Job {
+        self.logprobs = top;
+        self
+    }
 }
 
 /// What a slot is doing, for readers on other threads.
@@ -462,8 +564,16 @@ impl<'b, B: Backend> Generator<'b, B> {
                 ids.clear();
             }
             self.recorded_slot = Some(i);
+            let sampler = match self.backend.sampler(job.sampling, job.constraint.as_ref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.slot_idle(i);
+                    self.end_failed(job, e);
+                    continue;
+                }
+            };
             let mut running = Running {
-                sampler: self.backend.sampler(job.sampling),
+                sampler,
                 utf8: Utf8Stream::default(),
                 stop: StopMatcher::new(job.stop.clone()),
                 generated: 0,
@@ -550,6 +660,10 @@ impl<'b, B: Backend> Generator<'b, B> {
             }
         }
         let token = self.backend.sample(&mut r.sampler, index);
+        if let Some(k) = r.job.logprobs {
+            let lp = self.logprob(index, token, k);
+            r.job.events.send(Event::Logprob(lp));
+        }
         let stats = self.backend.stats();
         stats.generated_tokens.inc();
         if self.recorded_slot == Some(slot) {
@@ -567,11 +681,14 @@ impl<'b, B: Backend> Generator<'b, B> {
         if self.backend.is_eog(token) {
             return Ok(After::Finished(FinishReason::EndOfGeneration));
         }
-        self.backend.piece(token, &mut self.piece);
+        self.backend
+            .piece(token, r.job.parser.wants_special_tokens(), &mut self.piece);
         let text = r.utf8.push(&self.piece);
         let out = r.stop.push(&text);
         if !out.is_empty() {
-            r.job.events.send(Event::Text(out));
+            let mut pieces = Vec::new();
+            r.job.parser.push(&out, &mut pieces);
+            send_pieces(&mut r.job, pieces);
         }
         if let Some(s) = r.stop.matched() {
             return Ok(After::Finished(FinishReason::StopSequence(s.to_string())));
@@ -587,11 +704,12 @@ impl<'b, B: Backend> Generator<'b, B> {
     fn finish(&mut self, i: usize, mut r: Running<B::Sampler>, reason: FinishReason) {
         // Ended without a stop string: what the UTF-8 assembler and the stop matcher hold
         // back is text, and is released.
+        let mut out = String::new();
         let reason = if matches!(reason, FinishReason::StopSequence(_)) {
             reason
         } else {
             let tail = r.utf8.finish();
-            let mut out = r.stop.push(&tail);
+            out = r.stop.push(&tail);
             let reason = match r.stop.matched() {
                 Some(s) => FinishReason::StopSequence(s.to_string()),
                 None => {
@@ -599,9 +717,17 @@ impl<'b, B: Backend> Generator<'b, B> {
                     reason
                 }
             };
-            if !out.is_empty() {
-                r.job.events.send(Event::Text(out));
-            }
+            reason
+        };
+        let mut pieces = Vec::new();
+        if !out.is_empty() {
+            r.job.parser.push(&out, &mut pieces);
+        }
+        r.job.parser.finish(&mut pieces);
+        send_pieces(&mut r.job, pieces);
+        let reason = if reason == FinishReason::EndOfGeneration && r.job.parser.calls() > 0 {
+            FinishReason::ToolCalls
+        } else {
             reason
         };
         if let Some(w) = r.job.logits.as_mut() {
@@ -631,6 +757,37 @@ impl<'b, B: Backend> Generator<'b, B> {
         self.end_failed(r.job, e);
     }
 
+    /// The log-softmax of the logits at `index`: the sampled `token`'s and the `k` largest.
+    fn logprob(&mut self, index: i32, token: i32, k: usize) -> TokenLogprob {
+        let logits = self.backend.logits(index);
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
+        let lse = f64::from(max) + sum.ln();
+        let lp = |x: f32| (f64::from(x) - lse) as f32;
+        let mut top: Vec<(i32, f32)> = Vec::with_capacity(k + 1);
+        for (id, &x) in logits.iter().enumerate() {
+            if top.len() < k || top.last().is_some_and(|&(_, y)| x > y) {
+                let at = top.partition_point(|&(_, y)| y >= x);
+                top.insert(at, (id as i32, x));
+                top.truncate(k);
+            }
+        }
+        let sampled = lp(logits
+            .get(token as usize)
+            .copied()
+            .unwrap_or(f32::NEG_INFINITY));
+        let text = |id: i32| {
+            let mut bytes = Vec::new();
+            self.backend.piece(id, true, &mut bytes);
+            TokenText { id, bytes }
+        };
+        TokenLogprob {
+            token: text(token),
+            logprob: sampled,
+            top: top.into_iter().map(|(id, x)| (text(id), lp(x))).collect(),
+        }
+    }
+
     fn slot_idle(&self, i: usize) {
         if let Some(v) = self.counters.slots.get(i) {
             v.set(SlotState::Idle);
@@ -648,5 +805,17 @@ impl<'b, B: Backend> Generator<'b, B> {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         job.events.send(Event::Failed(e));
+    }
+}
+
+/// Send the parser's pieces as events.
+fn send_pieces(job: &mut Job, pieces: Vec<Piece>) {
+    for p in pieces {
+        let ev = match p {
+            Piece::Content(t) => Event::Text(t),
+            Piece::Reasoning(t) => Event::Reasoning(t),
+            Piece::ToolCall(c) => Event::ToolCall(c),
+        };
+        job.events.send(ev);
     }
 }

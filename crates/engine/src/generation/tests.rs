@@ -8,7 +8,18 @@ use std::sync::{Arc, Mutex};
 use super::*;
 
 /// Token 0 ends a generation; token `t` > 0 reads as `PIECES[t]`.
-const PIECES: [&str; 8] = ["", "a", "b", "ST", "OP", "c", "\u{e9}", "</"];
+const PIECES: [&str; 10] = [
+    "",
+    "a",
+    "b",
+    "ST",
+    "OP",
+    "c",
+    "\u{e9}",
+    "</",
+    "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1}}</tool_call>",
+    "<think>",
+];
 const EOG: i32 = 0;
 
 /// A backend whose sequences emit a script chosen by their prompt's first token.
@@ -36,7 +47,7 @@ impl Fake {
             batch: Vec::new(),
             decodes: Vec::new(),
             prefills: Vec::new(),
-            logits: vec![0.5, -1.0],
+            logits: vec![0.5, -1.0, 2.0, 0.0, 1.5, -3.0, 0.25, 0.0, 1.0, -0.5],
             stats: Arc::default(),
         }
     }
@@ -50,7 +61,9 @@ impl Backend for Fake {
     fn n_ctx_per_seq(&self) -> u32 {
         self.n_ctx
     }
-    fn sampler(&self, _: SamplingParams) {}
+    fn sampler(&self, _: SamplingParams, _: Option<&Constraint>) -> Result<(), EngineError> {
+        Ok(())
+    }
     fn prefill(
         &mut self,
         seq: i32,
@@ -97,7 +110,7 @@ impl Backend for Fake {
     fn is_eog(&self, token: i32) -> bool {
         token == EOG
     }
-    fn piece(&self, token: i32, out: &mut Vec<u8>) {
+    fn piece(&self, token: i32, _special: bool, out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(PIECES[token as usize].as_bytes());
     }
@@ -159,14 +172,8 @@ impl Recorder {
 
 fn job(prompt: &[i32], max_tokens: u32, stop: &[&str]) -> (Job, Recorder) {
     let rec = Recorder::default();
-    let job = Job {
-        prompt: prompt.to_vec(),
-        max_tokens,
-        sampling: SamplingParams::default(),
-        stop: stop.iter().map(|s| s.to_string()).collect(),
-        logits: None,
-        events: Box::new(rec.clone()),
-    };
+    let job = Job::new(prompt.to_vec(), max_tokens, Box::new(rec.clone()))
+        .with_stop(stop.iter().map(|s| s.to_string()).collect());
     (job, rec)
 }
 
@@ -252,9 +259,9 @@ fn text_is_whole_characters_and_logits_go_to_the_job_sink() {
     g.submit(j);
     g.run_until_idle();
     assert_eq!(rec.text(), "\u{e9}a\u{e9}");
-    // Two f32 logits per sampled position, little-endian.
+    // Ten f32 logits per sampled position, little-endian.
     let b = bytes.lock().unwrap();
-    assert_eq!(b.len(), 3 * 2 * 4);
+    assert_eq!(b.len(), 3 * 10 * 4);
     assert_eq!(&b[..4], &0.5f32.to_le_bytes());
 }
 
@@ -388,4 +395,94 @@ fn slot_views_follow_each_job() {
     g.submit(b);
     g.run_until_idle();
     assert_eq!(v.reused_tokens.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn parsed_tool_calls_end_with_the_tool_calls_reason() {
+    let mut fake = Fake::new(1, &[(9, &[1, 8])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 10, &[]);
+    let j = j.with_parser(OutputParser::new(Some(epm_chat::ToolFamily::Hermes), None));
+    g.submit(j);
+    g.run_until_idle();
+    assert_eq!(rec.text(), "a");
+    let calls: Vec<epm_chat::ToolCall> = rec
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].name.as_str(), calls[0].arguments.as_str()),
+        ("f", r#"{"x":1}"#)
+    );
+    assert_eq!(rec.done(), Some((FinishReason::ToolCalls, 3)));
+    // Cut off by max_tokens before the end, the same reply is a call but ends by length.
+    let mut fake = Fake::new(1, &[(9, &[1, 8, 1])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 3, &[]);
+    g.submit(j.with_parser(OutputParser::new(Some(epm_chat::ToolFamily::Hermes), None)));
+    g.run_until_idle();
+    assert_eq!(rec.done(), Some((FinishReason::Length, 3)));
+}
+
+#[test]
+fn reasoning_is_split_out_of_the_content() {
+    let split = epm_chat::ReasoningSplit {
+        open: "<think>".into(),
+        close: "</think>".into(),
+        starts_open: false,
+    };
+    // "<think>" "a" "b" "</" ... never closes: all reasoning.
+    let mut fake = Fake::new(1, &[(9, &[9, 1, 2])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 10, &[]);
+    g.submit(j.with_parser(OutputParser::new(None, Some(split))));
+    g.run_until_idle();
+    let reasoning: String = rec
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reasoning(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((reasoning.as_str(), rec.text().as_str()), ("ab", ""));
+}
+
+#[test]
+fn logprobs_are_the_log_softmax_of_the_logits_sorted() {
+    let mut fake = Fake::new(1, &[(9, &[2, 1])]);
+    let logits = fake.logits.clone();
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 2, &[]);
+    g.submit(j.with_logprobs(Some(3)));
+    g.run_until_idle();
+    let lps: Vec<TokenLogprob> = rec
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Logprob(l) => Some(l.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lps.len(), 2);
+    let lse = logits.iter().map(|&x| f64::from(x).exp()).sum::<f64>().ln();
+    for (lp, token) in lps.iter().zip([2, 1]) {
+        assert_eq!(lp.token.id, token);
+        let want = (f64::from(logits[token as usize]) - lse) as f32;
+        assert!((lp.logprob - want).abs() < 1e-6, "{} vs {want}", lp.logprob);
+        let ids: Vec<i32> = lp.top.iter().map(|(t, _)| t.id).collect();
+        assert_eq!(ids, vec![2, 4, 8], "the 3 largest logits, largest first");
+        assert!(lp.top.windows(2).all(|w| w[0].1 >= w[1].1));
+    }
 }

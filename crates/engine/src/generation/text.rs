@@ -51,6 +51,55 @@ impl Utf8Stream {
     }
 }
 
+/// Where a byte stream stands in UTF-8 (RFC 3629): whether appending a token's bytes keeps
+/// it valid. A grammar's matcher decodes bytes leniently (a lone continuation byte reads as
+/// a character), so constrained sampling also asks this, and never emits invalid UTF-8
+/// that the client would see as U+FFFD and a schema would count differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Utf8State {
+    /// Continuation bytes still due.
+    remaining: u8,
+    /// The range the next continuation byte must be in.
+    lo: u8,
+    hi: u8,
+}
+
+impl Utf8State {
+    /// The state after `bytes`, or `None` when they make the stream invalid.
+    pub fn advance(self, bytes: &[u8]) -> Option<Utf8State> {
+        let mut s = self;
+        for &b in bytes {
+            if s.remaining > 0 {
+                if !(s.lo..=s.hi).contains(&b) {
+                    return None;
+                }
+                s = match s.remaining - 1 {
+                    0 => Utf8State::default(),
+                    remaining => Utf8State {
+                        remaining,
+                        lo: 0x80,
+                        hi: 0xBF,
+                    },
+                };
+                continue;
+            }
+            let (remaining, lo, hi) = match b {
+                0x00..=0x7F => (0, 0, 0),
+                0xC2..=0xDF => (1, 0x80, 0xBF),
+                0xE0 => (2, 0xA0, 0xBF),
+                0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80, 0xBF),
+                0xED => (2, 0x80, 0x9F),
+                0xF0 => (3, 0x90, 0xBF),
+                0xF1..=0xF3 => (3, 0x80, 0xBF),
+                0xF4 => (3, 0x80, 0x8F),
+                _ => return None,
+            };
+            s = Utf8State { remaining, lo, hi };
+        }
+        Some(s)
+    }
+}
+
 /// Finds the first of several stop strings in a text that arrives in pieces.
 #[derive(Debug, Default)]
 pub struct StopMatcher {
@@ -129,6 +178,26 @@ fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utf8_state_accepts_valid_sequences_across_tokens_only() {
+        let s = Utf8State::default();
+        let mid = s
+            .advance("a\u{e9}".as_bytes())
+            .and_then(|s| s.advance(&[0xE2, 0x82]))
+            .unwrap();
+        assert_eq!(
+            mid.advance(&[0xAC]),
+            Some(Utf8State::default()),
+            "the euro sign completes"
+        );
+        assert_eq!(mid.advance(b"x"), None, "an ASCII byte inside a character");
+        assert_eq!(s.advance(&[0xB0]), None, "a lone continuation byte");
+        assert_eq!(s.advance(&[0xC0, 0x80]), None, "an overlong form");
+        assert_eq!(s.advance(&[0xED, 0xA0, 0x80]), None, "a surrogate");
+        assert_eq!(s.advance(&[0xF5]), None);
+        assert!(s.advance("\u{1F600}".as_bytes()).is_some());
+    }
 
     #[test]
     fn utf8_waits_for_the_rest_of_a_character() {

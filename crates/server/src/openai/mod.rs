@@ -10,7 +10,6 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::{header, HeaderValue};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,12 +17,13 @@ use axum::{Json, Router};
 use serde_json::Value;
 
 use crate::error::{parse_json, ApiError, ErrorKind};
-use crate::generation::{self, collect, loaded, prepare, submit};
+use crate::generation::{self, collect, loaded, prepare, prepare_chat, submit, ChatInput};
+use crate::output::{self, OutputAsk};
 use crate::state::AppState;
 use stream::{sse, ChunkShape};
 use wire::{
     AssistantMessage, ChatChoice, ChatRequest, Completion, CompletionRequest, ErrorBody,
-    ErrorDetail, ModelCard, ModelList, Prompt, TextChoice,
+    ErrorDetail, ModelCard, ModelList, Prompt, TextChoice, WireToolCall,
 };
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
@@ -41,6 +41,7 @@ impl OpenAiError {
         match self.0.kind {
             ErrorKind::BadRequest | ErrorKind::PayloadTooLarge => "invalid_request_error",
             ErrorKind::Unauthorized => "authentication_error",
+            ErrorKind::Forbidden => "permission_error",
             ErrorKind::NotFound => "not_found",
             ErrorKind::Unavailable => "server_unavailable",
             ErrorKind::Internal => "server_error",
@@ -62,12 +63,7 @@ impl OpenAiError {
 
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
-        let mut resp = (self.0.status(), Json(self.body())).into_response();
-        if let Some(s) = self.0.retry_after {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(s));
-        }
-        resp
+        self.0.respond(self.body())
     }
 }
 
@@ -118,53 +114,131 @@ fn shape(state: &AppState, prefix: &str, chat: bool, include_usage: bool) -> Chu
     }
 }
 
+/// The roles a chat message may have. `developer` is OpenAI's newer name for `system`.
+const ROLES: &[&str] = &[
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
+/// Check the messages (roles, content types, text-only parts) and give them as the
+/// template takes them.
+fn chat_messages(messages: &[wire::Message]) -> std::result::Result<Vec<Value>, ApiError> {
+    if messages.is_empty() {
+        return Err(ApiError::bad_request(
+            "`messages` is empty: send at least one message",
+        ));
+    }
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            if !ROLES.contains(&m.role.as_str()) {
+                return Err(ApiError::bad_request(format!(
+                    "`messages[{i}].role` is `{}`, which the API does not define: use one of {}",
+                    m.role,
+                    ROLES.join(", ")
+                )));
+            }
+            match &m.content {
+                Value::String(_) | Value::Null => {}
+                Value::Array(parts) => {
+                    for (j, p) in parts.iter().enumerate() {
+                        let kind = p.get("type").and_then(Value::as_str).unwrap_or("text");
+                        match kind {
+                            "text" | "input_text" | "output_text" => {}
+                            "image_url" | "image" | "input_image" | "input_audio" | "file" => {
+                                return Err(ApiError::bad_request(format!(
+                                    "`messages[{i}].content[{j}]` is an {kind} part, but this model is text-only: send text parts only"
+                                )))
+                            }
+                            other => {
+                                return Err(ApiError::bad_request(format!(
+                                    "`messages[{i}].content[{j}].type` is `{other}`: use text parts"
+                                )))
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid `messages[{i}].content`: use a string or an array of content parts"
+                    )))
+                }
+            }
+            let mut v = serde_json::to_value(m).unwrap_or_default();
+            if m.role == "developer" {
+                v["role"] = Value::String("system".into());
+            }
+            Ok(v)
+        })
+        .collect()
+}
+
+/// The number of alternatives per token asked for, checked (OpenAI allows 0 to 20).
+fn top_logprobs(on: bool, top: Option<u32>) -> std::result::Result<Option<usize>, ApiError> {
+    match (on, top) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(ApiError::bad_request(
+            "`top_logprobs` needs `logprobs: true`",
+        )),
+        (true, Some(n)) if n > 20 => Err(ApiError::bad_request(format!(
+            "`top_logprobs` is {n}: use 0 to 20"
+        ))),
+        (true, n) => Ok(Some(n.unwrap_or(0) as usize)),
+    }
+}
+
 async fn chat(
     State(state): State<Arc<AppState>>,
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Result<Response> {
     let loaded = loaded(&state)?;
     let req: ChatRequest = parse_json(body)?;
-    if req.messages.is_empty() {
-        return Err(ApiError::bad_request("`messages` is empty: send at least one message").into());
-    }
-    for (i, m) in req.messages.iter().enumerate() {
-        if !matches!(m.content, Value::String(_) | Value::Array(_) | Value::Null) {
-            return Err(ApiError::bad_request(format!(
-                "invalid `messages[{i}].content`: use a string or an array of content parts"
-            ))
-            .into());
-        }
-    }
-    let messages: Vec<Value> = req
-        .messages
-        .iter()
-        .map(|m| serde_json::to_value(m).unwrap_or_default())
-        .collect();
-    let prompt = loaded
-        .chat
-        .render(
-            &loaded.engine,
-            &messages,
-            req.tools.as_ref(),
-            req.chat_template_kwargs.as_ref(),
-        )
-        .map_err(|e| {
-            ApiError::bad_request(format!(
-                "cannot render the messages with the chat template: {e}"
-            ))
-        })?;
-    let tokens = loaded.engine.tokenize(&prompt, true, true);
+    let messages = chat_messages(&req.messages)?;
+    let tools = match &req.tools {
+        Some(t) => output::openai_tools(t)?,
+        None => Vec::new(),
+    };
+    let ask = OutputAsk {
+        tool_choice: req.tool_choice.as_ref().map(Into::into).unwrap_or_default(),
+        parallel_tool_calls: req.parallel_tool_calls.unwrap_or(false),
+        tools,
+        format: req.constraints.format(),
+        grammar: req.constraints.grammar.clone(),
+        reasoning: req.reasoning_format.map(Into::into).unwrap_or_default(),
+    };
     let max = req.max_tokens.or(req.max_completion_tokens);
-    let prepared = prepare(loaded, tokens, &req.sampling.asked(max, None))?;
+    let logprobs = top_logprobs(req.logprobs.unwrap_or(false), req.top_logprobs)?;
+    let chat = ChatInput {
+        messages: &messages,
+        tools: req.tools.as_ref(),
+        kwargs: req.chat_template_kwargs.as_ref(),
+    };
+    let prepared =
+        prepare_chat(loaded, chat, &ask, &req.sampling.asked(max, None))?.with_logprobs(logprobs);
     let shape = shape(&state, "chatcmpl", true, req.sampling.include_usage());
     respond(&state, prepared, shape, req.sampling.stream, |c| {
+        let calls: Vec<WireToolCall> = c.tool_calls.iter().map(|t| WireToolCall::new(t, None)).collect();
+        let content = if calls.is_empty() || !c.text.trim().is_empty() {
+            Some(c.text)
+        } else {
+            None
+        };
         ChatChoice {
             index: 0,
             message: AssistantMessage {
                 role: "assistant",
-                content: c.text,
+                content,
+                reasoning_content: (!c.reasoning.is_empty()).then_some(c.reasoning),
+                tool_calls: (!calls.is_empty()).then_some(calls),
             },
-            logprobs: None,
+            logprobs: logprobs.map(|_| {
+                serde_json::json!({"content": c.logprobs.iter().map(wire::chat_logprob).collect::<Vec<_>>()})
+            }),
             finish_reason: (&c.finish_reason).into(),
         }
     })
@@ -186,19 +260,32 @@ async fn completions(
             )
         }
     };
+    if req.logprobs.is_some_and(|n| n > 5) {
+        return Err(ApiError::bad_request("`logprobs` is at most 5 on completions").into());
+    }
+    let ask = OutputAsk {
+        format: req.constraints.format(),
+        grammar: req.constraints.grammar.clone(),
+        reasoning: output::ReasoningFormat::None,
+        ..Default::default()
+    };
+    let plan = ask.plan(loaded, None)?;
     let tokens = loaded.engine.tokenize(&text, true, true);
+    let logprobs = req.logprobs.map(|n| n as usize);
     // 16 is OpenAI's default for completions.
     let prepared = prepare(
         loaded,
         tokens,
         &req.sampling.asked(req.max_tokens, Some(16)),
-    )?;
+    )?
+    .with_output(plan)
+    .with_logprobs(logprobs);
     let shape = shape(&state, "cmpl", false, req.sampling.include_usage());
     respond(&state, prepared, shape, req.sampling.stream, |c| {
         TextChoice {
             index: 0,
+            logprobs: logprobs.map(|_| wire::text_logprobs(&c.logprobs, 0)),
             text: c.text,
-            logprobs: None,
             finish_reason: (&c.finish_reason).into(),
         }
     })

@@ -6,13 +6,13 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use axum::response::sse::Event as SseEvent;
-use futures_util::stream::{self, Stream};
+use futures_util::stream::Stream;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use epm_engine::generation::Event;
 
-use super::wire::{FinishReason, Usage};
+use super::wire::{chat_logprob, text_logprobs, FinishReason, Usage, WireToolCall};
 use super::OpenAiError;
 use crate::error::ApiError;
 use crate::generation;
@@ -46,17 +46,29 @@ impl ChunkShape {
     }
 
     fn chunk(&self, delta: Option<&str>, first: bool, finish: Option<FinishReason>) -> Value {
+        let mut d = serde_json::Map::new();
+        if let Some(t) = delta {
+            d.insert("content".into(), json!(t));
+        }
+        self.delta_chunk(d, first, finish, Value::Null)
+    }
+
+    /// A chunk with chat delta `d` (completions: its `content` as `text`).
+    fn delta_chunk(
+        &self,
+        mut d: serde_json::Map<String, Value>,
+        first: bool,
+        finish: Option<FinishReason>,
+        logprobs: Value,
+    ) -> Value {
         let choice = if self.chat {
-            let mut d = serde_json::Map::new();
             if first {
                 d.insert("role".into(), json!("assistant"));
             }
-            if let Some(t) = delta {
-                d.insert("content".into(), json!(t));
-            }
-            json!({"index": 0, "delta": d, "finish_reason": finish})
+            json!({"index": 0, "delta": d, "logprobs": logprobs, "finish_reason": finish})
         } else {
-            json!({"index": 0, "text": delta.unwrap_or(""), "logprobs": null, "finish_reason": finish})
+            let text = d.get("content").cloned().unwrap_or(json!(""));
+            json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish})
         };
         json!({
             "id": self.id,
@@ -88,16 +100,19 @@ fn done() -> SseEvent {
 }
 
 struct State {
-    rx: UnboundedReceiver<Event>,
     shape: ChunkShape,
     usage: generation::Usage,
     pending: VecDeque<SseEvent>,
     finished: bool,
+    /// Tool calls sent so far: the next one's `index`.
+    tool_calls: usize,
+    /// Bytes of text sent so far (completions' `text_offset`).
+    text_len: usize,
 }
 
 impl State {
     /// The SSE events one core event becomes.
-    fn encode(&mut self, ev: Event) {
+    fn encode_event(&mut self, ev: Event) {
         match ev {
             Event::Started {
                 prompt_tokens,
@@ -112,6 +127,37 @@ impl State {
             }
             Event::Text(t) => {
                 let c = self.shape.chunk(Some(&t), false, None);
+                self.text_len += t.len();
+                self.pending.push_back(data(&c));
+            }
+            Event::Reasoning(t) => {
+                if self.shape.chat {
+                    let mut d = serde_json::Map::new();
+                    d.insert("reasoning_content".into(), json!(t));
+                    let c = self.shape.delta_chunk(d, false, None, Value::Null);
+                    self.pending.push_back(data(&c));
+                }
+            }
+            Event::ToolCall(call) => {
+                if self.shape.chat {
+                    let mut d = serde_json::Map::new();
+                    let wire = WireToolCall::new(&call, Some(self.tool_calls));
+                    self.tool_calls += 1;
+                    d.insert("tool_calls".into(), json!([wire]));
+                    let c = self.shape.delta_chunk(d, false, None, Value::Null);
+                    self.pending.push_back(data(&c));
+                }
+            }
+            Event::Logprob(l) => {
+                // Sent before its token's text, which may be held back: a chunk of its own.
+                let lp = if self.shape.chat {
+                    json!({"content": [chat_logprob(&l)]})
+                } else {
+                    text_logprobs(std::slice::from_ref(&l), self.text_len)
+                };
+                let c = self
+                    .shape
+                    .delta_chunk(serde_json::Map::new(), false, None, lp);
                 self.pending.push_back(data(&c));
             }
             Event::Done {
@@ -145,22 +191,20 @@ pub fn sse(
     shape: ChunkShape,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let state = State {
-        rx,
         shape,
         usage: Default::default(),
         pending: VecDeque::new(),
         finished: false,
+        tool_calls: 0,
+        text_len: 0,
     };
-    stream::unfold(state, |mut s| async move {
-        loop {
-            if let Some(e) = s.pending.pop_front() {
-                return Some((Ok(e), s));
-            }
-            if s.finished {
-                return None;
-            }
-            let ev = s.rx.recv().await?;
-            s.encode(ev);
-        }
-    })
+    crate::sse::stream(rx, state)
+}
+
+impl crate::sse::Encoder for State {
+    fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
+        self.encode_event(ev);
+        out.append(&mut self.pending);
+        self.finished
+    }
 }

@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use epm_engine::generation::{TokenLogprob, TokenText};
+
 use crate::generation::Asked;
+use crate::output;
 
 /// `stop`: one string or several.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,6 +48,8 @@ pub struct Message {
 pub struct Sampling {
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,
+    /// llama-server's extension.
+    pub top_k: Option<i32>,
     pub seed: Option<i64>,
     pub stop: Option<Stop>,
     #[serde(default)]
@@ -61,6 +66,7 @@ impl Sampling {
             default_max_tokens,
             temperature: self.temperature,
             top_p: self.top_p,
+            top_k: self.top_k,
             seed: self.seed,
             n: self.n,
             stop: self.stop.clone().map(Stop::into_vec).unwrap_or_default(),
@@ -74,6 +80,114 @@ impl Sampling {
     }
 }
 
+/// `tool_choice`: `"none"`, `"auto"`, `"required"`, or `{"type": "function", "function":
+/// {"name": ...}}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ToolChoice {
+    Mode(ToolChoiceMode),
+    Named { function: NamedFunction },
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoiceMode {
+    None,
+    Auto,
+    Required,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NamedFunction {
+    pub name: String,
+}
+
+impl From<&ToolChoice> for output::ToolChoice {
+    fn from(c: &ToolChoice) -> output::ToolChoice {
+        match c {
+            ToolChoice::Mode(ToolChoiceMode::None) => output::ToolChoice::None,
+            ToolChoice::Mode(ToolChoiceMode::Auto) => output::ToolChoice::Auto,
+            ToolChoice::Mode(ToolChoiceMode::Required) => output::ToolChoice::Required,
+            ToolChoice::Named { function } => output::ToolChoice::Function(function.name.clone()),
+        }
+    }
+}
+
+/// `response_format`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    Text,
+    /// Any JSON object; llama-server also takes a `schema` here.
+    JsonObject {
+        schema: Option<Value>,
+    },
+    JsonSchema {
+        json_schema: JsonSchemaFormat,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JsonSchemaFormat {
+    pub name: Option<String>,
+    pub schema: Option<Value>,
+    /// Constrained decoding is always strict.
+    pub strict: Option<bool>,
+}
+
+impl ResponseFormat {
+    pub fn format(&self) -> output::Format {
+        match self {
+            ResponseFormat::Text => output::Format::Text,
+            ResponseFormat::JsonObject { schema: Some(s) } => output::Format::JsonSchema(s.clone()),
+            ResponseFormat::JsonObject { schema: None } => output::Format::JsonObject,
+            ResponseFormat::JsonSchema { json_schema } => match &json_schema.schema {
+                Some(s) => output::Format::JsonSchema(s.clone()),
+                None => output::Format::JsonObject,
+            },
+        }
+    }
+}
+
+/// llama-server's `reasoning_format`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningFormat {
+    None,
+    Auto,
+    Deepseek,
+    #[serde(rename = "deepseek-legacy")]
+    DeepseekLegacy,
+}
+
+impl From<ReasoningFormat> for output::ReasoningFormat {
+    fn from(r: ReasoningFormat) -> output::ReasoningFormat {
+        match r {
+            ReasoningFormat::None => output::ReasoningFormat::None,
+            _ => output::ReasoningFormat::DeepSeek,
+        }
+    }
+}
+
+/// The constraints both endpoints take: OpenAI's `response_format`, and llama-server's
+/// `grammar` and `json_schema`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Constraints {
+    pub response_format: Option<ResponseFormat>,
+    pub grammar: Option<String>,
+    pub json_schema: Option<Value>,
+}
+
+impl Constraints {
+    pub fn format(&self) -> output::Format {
+        match (&self.json_schema, &self.response_format) {
+            (Some(s), _) => output::Format::JsonSchema(s.clone()),
+            (None, Some(f)) => f.format(),
+            (None, None) => output::Format::Text,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<Message>,
@@ -82,8 +196,15 @@ pub struct ChatRequest {
     /// The newer name of `max_tokens`.
     pub max_completion_tokens: Option<u32>,
     pub tools: Option<Value>,
+    pub tool_choice: Option<ToolChoice>,
+    pub parallel_tool_calls: Option<bool>,
+    pub reasoning_format: Option<ReasoningFormat>,
+    pub logprobs: Option<bool>,
+    pub top_logprobs: Option<u32>,
     /// Extra template variables (`enable_thinking` ...), as llama-server takes them.
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    #[serde(flatten)]
+    pub constraints: Constraints,
     #[serde(flatten)]
     pub sampling: Sampling,
 }
@@ -101,6 +222,10 @@ pub struct CompletionRequest {
     pub prompt: Prompt,
     pub model: Option<String>,
     pub max_tokens: Option<u32>,
+    /// The legacy form: how many alternatives per token (0: the sampled token's only).
+    pub logprobs: Option<u32>,
+    #[serde(flatten)]
+    pub constraints: Constraints,
     #[serde(flatten)]
     pub sampling: Sampling,
 }
@@ -112,6 +237,8 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` reached.
     Length,
+    /// The reply is tool calls.
+    ToolCalls,
 }
 
 impl From<&epm_engine::generation::FinishReason> for FinishReason {
@@ -120,6 +247,7 @@ impl From<&epm_engine::generation::FinishReason> for FinishReason {
         match r {
             Core::EndOfGeneration | Core::StopSequence(_) => FinishReason::Stop,
             Core::Length => FinishReason::Length,
+            Core::ToolCalls => FinishReason::ToolCalls,
         }
     }
 }
@@ -188,7 +316,89 @@ pub struct ChatChoice {
 #[derive(Debug, Clone, Serialize)]
 pub struct AssistantMessage {
     pub role: &'static str,
-    pub content: String,
+    /// Null when the reply is tool calls only.
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WireToolCall {
+    /// Only in stream deltas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: WireFunction,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WireFunction {
+    pub name: String,
+    /// JSON text.
+    pub arguments: String,
+}
+
+impl WireToolCall {
+    pub fn new(c: &epm_chat::ToolCall, index: Option<usize>) -> WireToolCall {
+        WireToolCall {
+            index,
+            id: c.id.clone().unwrap_or_else(|| new_id("call")),
+            kind: "function",
+            function: WireFunction {
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            },
+        }
+    }
+}
+
+/// A token's text for logprobs: the string (lossy where the token is part of a character)
+/// and its bytes.
+fn token_text(t: &TokenText) -> (String, Vec<u8>) {
+    (
+        String::from_utf8_lossy(&t.bytes).into_owned(),
+        t.bytes.clone(),
+    )
+}
+
+/// Chat's `logprobs.content[]` entry.
+pub fn chat_logprob(l: &TokenLogprob) -> Value {
+    let (token, bytes) = token_text(&l.token);
+    let top: Vec<Value> = l
+        .top
+        .iter()
+        .map(|(t, lp)| {
+            let (token, bytes) = token_text(t);
+            serde_json::json!({"token": token, "logprob": lp, "bytes": bytes})
+        })
+        .collect();
+    serde_json::json!({"token": token, "logprob": l.logprob, "bytes": bytes, "top_logprobs": top})
+}
+
+/// Completions' legacy `logprobs` object for `tokens`, whose text starts at `offset`.
+pub fn text_logprobs(tokens: &[TokenLogprob], mut offset: usize) -> Value {
+    let mut toks = Vec::new();
+    let mut lps = Vec::new();
+    let mut tops = Vec::new();
+    let mut offsets = Vec::new();
+    for l in tokens {
+        let (token, _) = token_text(&l.token);
+        offsets.push(offset);
+        offset += token.len();
+        toks.push(token);
+        lps.push(l.logprob);
+        let top: Map<String, Value> = l
+            .top
+            .iter()
+            .map(|(t, lp)| (token_text(t).0, serde_json::json!(lp)))
+            .collect();
+        tops.push(Value::Object(top));
+    }
+    serde_json::json!({"tokens": toks, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets})
 }
 
 #[derive(Debug, Clone, Serialize)]

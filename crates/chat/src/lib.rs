@@ -1,0 +1,17 @@
+//! What a chat model's output means, in pure Rust (no llama.cpp, no model):
+//! - [`schema`]: JSON schemas compiled to GBNF grammars for llama.cpp's grammar sampler, so
+//!   that constrained output *is* valid against the schema (bounds included);
+//! - [`family`]: the tool-call formats of the model families users run, detected from the
+//!   chat template, with the grammar that makes a reply a valid call;
+//! - [`parse`]: the streaming parser that splits generated text into content, reasoning and
+//!   tool calls.
+
+#![forbid(unsafe_code)]
+
+pub mod family;
+pub mod parse;
+pub mod schema;
+
+pub use family::{ToolFamily, ToolSpec};
+pub use parse::{OutputParser, Piece, ReasoningSplit, ToolCall};
+pub use schema::{compile_schema, Grammar, SchemaError};

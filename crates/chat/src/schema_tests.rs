@@ -1,0 +1,194 @@
+use super::*;
+use serde_json::json;
+
+/// The digit sets of one `uint_range`/`int_range` alternative, position by position, and
+/// whether it is negative.
+fn digit_sets(alt: &str) -> (bool, Vec<Vec<u8>>) {
+    let mut sets = Vec::new();
+    let mut negative = false;
+    let mut rest = alt.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("\"-\"") {
+            negative = true;
+            rest = r.trim_start();
+        } else if let Some(r) = rest.strip_prefix('"') {
+            let d = r.as_bytes()[0];
+            sets.push(vec![d]);
+            rest = r[2..].trim_start();
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let (a, b) = (r.as_bytes()[0], r.as_bytes()[2]);
+            let mut r = &r[4..];
+            let mut n = 1;
+            if let Some(t) = r.strip_prefix('{') {
+                let end = t.find('}').unwrap();
+                n = t[..end].parse().unwrap();
+                r = &t[end + 1..];
+            }
+            for _ in 0..n {
+                sets.push((a..=b).collect());
+            }
+            rest = r.trim_start();
+        } else {
+            panic!("unexpected pattern {alt:?}");
+        }
+    }
+    (negative, sets)
+}
+
+fn matches(pattern: &str, x: i64) -> bool {
+    pattern.split(" | ").any(|alt| {
+        let (neg, sets) = digit_sets(alt);
+        if neg != (x < 0) {
+            return false;
+        }
+        let s = x.unsigned_abs().to_string();
+        s.len() == sets.len() && s.bytes().zip(&sets).all(|(d, set)| set.contains(&d))
+    })
+}
+
+#[test]
+fn integer_ranges_are_exact() {
+    let cases: &[(Option<i64>, Option<i64>)] = &[
+        (Some(0), Some(0)),
+        (Some(0), Some(9)),
+        (Some(1), Some(100)),
+        (Some(7), Some(1234)),
+        (Some(-50), Some(-3)),
+        (Some(-120), Some(45)),
+        (Some(19), Some(91)),
+        (Some(100), Some(999)),
+        (Some(999), Some(1000)),
+        (Some(0), Some(65535)),
+        (Some(-9), Some(0)),
+    ];
+    for &(lo, hi) in cases {
+        let p = int_range(lo, hi);
+        let (l, h) = (lo.unwrap(), hi.unwrap());
+        for x in (l - 30).min(-200)..=(h + 30).max(1200) {
+            assert_eq!(
+                matches(&p, x),
+                (l..=h).contains(&x),
+                "[{l}, {h}] at {x}: {p}"
+            );
+        }
+    }
+    // Open ranges stop at the digit limit but keep the bound.
+    let p = int_range(Some(42), None);
+    assert!(!matches(&p, 41) && matches(&p, 42) && matches(&p, 99_999));
+    let p = int_range(None, Some(-5));
+    assert!(matches(&p, -5) && matches(&p, -12_345) && !matches(&p, -4) && !matches(&p, 0));
+}
+
+#[test]
+fn objects_strings_arrays_and_enums_compile() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+            "address": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]},
+            "nick": {"type": ["string", "null"], "maxLength": 4}
+        },
+        "required": ["name", "age", "tags", "address"],
+        "additionalProperties": false
+    });
+    let g = compile_schema(&schema).unwrap().text();
+    assert!(g.starts_with("root ::= s"), "{g}");
+    assert!(
+        g.contains(r#""\"name\"" space ":" space "\"" char{0,12} "\"" space"#),
+        "{g}"
+    );
+    assert!(g.contains(r#"("\"a\"" | "\"b\"") space"#), "{g}");
+    // The optional key comes after the required ones, behind a comma.
+    assert!(
+        g.contains(r#"(","  space "\"nick\"""#.replace("  ", " ").as_str()),
+        "{g}"
+    );
+    assert!(
+        g.contains("{0,2}"),
+        "maxItems 3 is one item then at most two more: {g}"
+    );
+}
+
+#[test]
+fn refs_and_recursion_compile() {
+    let schema = json!({
+        "$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}}},
+        "$ref": "#/$defs/node"
+    });
+    let g = compile_schema(&schema).unwrap().text();
+    assert!(g.contains("ref--defs-node ::="), "{g}");
+}
+
+#[test]
+fn unsupported_keywords_are_named() {
+    let e = compile_schema(&json!({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}))
+        .unwrap_err();
+    assert!(
+        matches!(&e, SchemaError::Unsupported { keyword, path, .. } if keyword == "pattern" && path == "#/properties/zip"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("`pattern` at `#/properties/zip`"),
+        "{e}"
+    );
+    let e = compile_schema(&json!({"$ref": "https://example.com/s.json"})).unwrap_err();
+    assert!(e.to_string().contains("$ref"), "{e}");
+    let e = compile_schema(&json!({"type": "object", "required": ["x"]})).unwrap_err();
+    assert!(e.to_string().contains("`required` names `x`"), "{e}");
+    let e = compile_schema(&json!({"type": "strin"})).unwrap_err();
+    assert!(e.to_string().contains("unknown type `strin`"), "{e}");
+}
+
+#[test]
+fn literals_escape() {
+    assert_eq!(literal("a\"b\\c\n"), r#""a\"b\\c\n""#);
+}
+
+#[test]
+fn tool_call_grammars_name_each_tool_and_keep_their_rules_apart() {
+    use crate::family::{ToolFamily, ToolSpec};
+    let obj = |p: &str| json!({"type": "object", "properties": {p: {"type": "object", "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 3}}, "required": ["v"]}}, "required": [p]});
+    let tools = vec![
+        ToolSpec {
+            name: "alpha".into(),
+            parameters: obj("a"),
+        },
+        ToolSpec {
+            name: "beta".into(),
+            parameters: obj("b"),
+        },
+    ];
+    let g = ToolFamily::Hermes
+        .call_grammar(&tools, false)
+        .unwrap()
+        .text();
+    assert!(
+        g.starts_with("root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\""),
+        "{g}"
+    );
+    assert!(
+        g.contains("\"{\\\"name\\\": \\\"alpha\\\", \\\"arguments\\\": \" t0-s"),
+        "{g}"
+    );
+    assert!(g.contains("t1-s"), "{g}");
+    // Every rule referenced is defined.
+    let defined: Vec<&str> = g.lines().filter_map(|l| l.split(" ::= ").next()).collect();
+    for l in g.lines() {
+        for w in l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+            if w.starts_with("t0-") || w.starts_with("t1-") {
+                assert!(defined.contains(&w), "{w} is not defined in\n{g}");
+            }
+        }
+    }
+    for f in [
+        ToolFamily::Harmony,
+        ToolFamily::Llama3,
+        ToolFamily::Mistral,
+        ToolFamily::DeepSeek,
+    ] {
+        let g = f.call_grammar(&tools, true).unwrap().text();
+        assert!(g.contains("alpha") && g.contains("beta"), "{f:?}: {g}");
+    }
+}

@@ -1,0 +1,532 @@
+//! The Anthropic Messages adapter: `POST /v1/messages` and `/v1/messages/count_tokens`.
+//! Messages with text, `tool_use`, `tool_result` and `thinking` blocks become the chat
+//! template's messages; the core's events become a `message` or the named SSE events
+//! (`message_start`, `content_block_*`, `message_delta`, `message_stop`); errors are
+//! Anthropic error objects.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use futures_util::stream::Stream;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use epm_engine::generation::{Event, FinishReason};
+
+use crate::error::{parse_json, ApiError, ErrorKind};
+use crate::generation::{self, collect, loaded, prepare_chat, submit, Asked, ChatInput};
+use crate::output::{self, OutputAsk, ReasoningFormat, ToolChoice};
+use crate::state::AppState;
+
+/// An error in Anthropic's shape: `{"type": "error", "error": {"type", "message"}}`.
+pub struct AnthropicError(pub ApiError);
+
+impl From<ApiError> for AnthropicError {
+    fn from(e: ApiError) -> AnthropicError {
+        AnthropicError(e)
+    }
+}
+
+impl AnthropicError {
+    fn kind(&self) -> &'static str {
+        match self.0.kind {
+            ErrorKind::BadRequest => "invalid_request_error",
+            ErrorKind::PayloadTooLarge => "request_too_large",
+            ErrorKind::Unauthorized => "authentication_error",
+            ErrorKind::Forbidden => "permission_error",
+            ErrorKind::NotFound => "not_found_error",
+            ErrorKind::Unavailable => "overloaded_error",
+            ErrorKind::Internal => "api_error",
+        }
+    }
+
+    pub fn body(&self) -> Value {
+        json!({"type": "error", "error": {"type": self.kind(), "message": self.0.message}})
+    }
+}
+
+impl IntoResponse for AnthropicError {
+    fn into_response(self) -> Response {
+        self.0.respond(self.body())
+    }
+}
+
+type Result<T> = std::result::Result<T, AnthropicError>;
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+}
+
+/// `system`: a string or text blocks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum System {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Message {
+    role: Role,
+    content: Content,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum WireToolChoice {
+    Auto {
+        disable_parallel_tool_use: Option<bool>,
+    },
+    Any {
+        disable_parallel_tool_use: Option<bool>,
+    },
+    Tool {
+        name: String,
+        disable_parallel_tool_use: Option<bool>,
+    },
+    None,
+}
+
+/// `thinking`: its `budget_tokens` is not enforced (the reply's `max_tokens` bounds it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Thinking {
+    Enabled {},
+    Disabled,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct MessagesRequest {
+    /// Required by the API; a missing one is a 400.
+    max_tokens: Option<u32>,
+    system: Option<System>,
+    messages: Vec<Message>,
+    tools: Option<Vec<Value>>,
+    tool_choice: Option<WireToolChoice>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i32>,
+    /// An extension (as llama-server takes it): the sampling seed.
+    seed: Option<i64>,
+    stop_sequences: Option<Vec<String>>,
+    #[serde(default)]
+    stream: bool,
+    thinking: Option<Thinking>,
+}
+
+fn block_text(b: &Value) -> String {
+    match b {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().map(block_text).collect::<Vec<_>>().join(""),
+        v => v
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    }
+}
+
+/// The request's conversation as the chat template's (OpenAI-shaped) messages.
+fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, ApiError> {
+    let mut out = Vec::new();
+    match &req.system {
+        Some(System::Text(s)) => out.push(json!({"role": "system", "content": s})),
+        Some(System::Blocks(b)) => out.push(
+            json!({"role": "system", "content": b.iter().map(block_text).collect::<String>()}),
+        ),
+        None => {}
+    }
+    if req.messages.is_empty() {
+        return Err(ApiError::bad_request(
+            "`messages` is empty: send at least one message",
+        ));
+    }
+    for (i, m) in req.messages.iter().enumerate() {
+        let blocks = match &m.content {
+            Content::Text(t) => vec![json!({"type": "text", "text": t})],
+            Content::Blocks(b) => b.clone(),
+        };
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut calls = Vec::new();
+        for (j, b) in blocks.iter().enumerate() {
+            let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
+            match (kind, m.role) {
+                ("text", _) => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
+                ("thinking", Role::Assistant) => {
+                    reasoning.push_str(b.get("thinking").and_then(Value::as_str).unwrap_or(""))
+                }
+                ("redacted_thinking", _) => {}
+                ("tool_use", Role::Assistant) => calls.push(json!({
+                    "id": b.get("id").cloned().unwrap_or(Value::Null),
+                    "type": "function",
+                    "function": {"name": b.get("name").cloned().unwrap_or(Value::Null),
+                                 "arguments": b.get("input").cloned().unwrap_or(json!({}))},
+                })),
+                ("tool_result", Role::User) => out.push(json!({
+                    "role": "tool",
+                    "tool_call_id": b.get("tool_use_id").cloned().unwrap_or(Value::Null),
+                    "content": block_text(b.get("content").unwrap_or(&Value::Null)),
+                })),
+                ("image" | "document", _) => {
+                    return Err(ApiError::bad_request(format!(
+                        "`messages[{i}].content[{j}]` is an {kind} block, but this model is text-only: send text blocks only"
+                    )))
+                }
+                (k, _) => {
+                    return Err(ApiError::bad_request(format!(
+                        "`messages[{i}].content[{j}].type` is `{k}`, which a {} message cannot hold",
+                        if m.role == Role::User { "user" } else { "assistant" }
+                    )))
+                }
+            }
+        }
+        let role = if m.role == Role::User {
+            "user"
+        } else {
+            "assistant"
+        };
+        let mut msg = Map::new();
+        msg.insert("role".into(), json!(role));
+        msg.insert("content".into(), json!(text));
+        if !reasoning.is_empty() {
+            msg.insert("reasoning_content".into(), json!(reasoning));
+        }
+        if !calls.is_empty() {
+            msg.insert("tool_calls".into(), Value::Array(calls));
+        }
+        if m.role == Role::Assistant
+            || !text.is_empty()
+            || out.last().is_none_or(|l| l["role"] != "tool")
+        {
+            out.push(Value::Object(msg));
+        }
+    }
+    Ok(out)
+}
+
+/// Anthropic tools (`name`, `description`, `input_schema`) as the template's OpenAI tools.
+fn openai_tools(tools: &[Value]) -> Value {
+    Value::Array(
+        tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.get("name").cloned().unwrap_or(Value::Null),
+                    "description": t.get("description").cloned().unwrap_or(json!("")),
+                    "parameters": t.get("input_schema").cloned().unwrap_or(json!({"type": "object"})),
+                }})
+            })
+            .collect(),
+    )
+}
+
+/// The request as a prepared generation.
+fn prepared(
+    state: &AppState,
+    req: &MessagesRequest,
+) -> std::result::Result<generation::Prepared, ApiError> {
+    let loaded = loaded(state)?;
+    let max_tokens = req.max_tokens.ok_or_else(|| {
+        ApiError::bad_request("`max_tokens` is required: give the most tokens the reply may have")
+    })?;
+    let messages = template_messages(req)?;
+    let tools = req.tools.as_deref().map(openai_tools);
+    let (choice, parallel) = match &req.tool_choice {
+        None => (ToolChoice::Auto, false),
+        Some(WireToolChoice::Auto {
+            disable_parallel_tool_use: d,
+        }) => (ToolChoice::Auto, d == &Some(false)),
+        Some(WireToolChoice::Any {
+            disable_parallel_tool_use: d,
+        }) => (ToolChoice::Required, d == &Some(false)),
+        Some(WireToolChoice::Tool {
+            name,
+            disable_parallel_tool_use: d,
+        }) => (ToolChoice::Function(name.clone()), d == &Some(false)),
+        Some(WireToolChoice::None) => (ToolChoice::None, false),
+    };
+    let mut kwargs = Map::new();
+    match req.thinking {
+        Some(Thinking::Enabled { .. }) => {
+            kwargs.insert("enable_thinking".into(), json!(true));
+        }
+        Some(Thinking::Disabled) => {
+            kwargs.insert("enable_thinking".into(), json!(false));
+        }
+        None => {}
+    }
+    let ask = OutputAsk {
+        tools: match &tools {
+            Some(t) => output::openai_tools(t)?,
+            None => Vec::new(),
+        },
+        tool_choice: choice,
+        parallel_tool_calls: parallel,
+        reasoning: ReasoningFormat::DeepSeek,
+        ..Default::default()
+    };
+    let asked = Asked {
+        max_tokens: Some(max_tokens),
+        temperature: req.temperature,
+        top_p: req.top_p,
+        top_k: req.top_k,
+        seed: req.seed,
+        stop: req.stop_sequences.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    prepare_chat(
+        loaded,
+        ChatInput {
+            messages: &messages,
+            tools: tools.as_ref(),
+            kwargs: (!kwargs.is_empty()).then_some(&kwargs),
+        },
+        &ask,
+        &asked,
+    )
+}
+
+async fn count_tokens(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>> {
+    let mut req: MessagesRequest = parse_json(body)?;
+    // Counting needs no length.
+    req.max_tokens = Some(req.max_tokens.unwrap_or(1));
+    let loaded = loaded(&state)?;
+    let messages = template_messages(&req)?;
+    let tools = req.tools.as_deref().map(openai_tools);
+    let prompt = loaded
+        .chat
+        .render(&loaded.engine, &messages, tools.as_ref(), None)
+        .map_err(|e| {
+            ApiError::bad_request(format!(
+                "cannot render the messages with the chat template: {e}"
+            ))
+        })?;
+    let n = loaded.engine.tokenize(&prompt, true, true).len();
+    Ok(Json(json!({"input_tokens": n})))
+}
+
+fn stop_reason(r: &FinishReason) -> (&'static str, Option<String>) {
+    match r {
+        FinishReason::EndOfGeneration => ("end_turn", None),
+        FinishReason::StopSequence(s) => ("stop_sequence", Some(s.clone())),
+        FinishReason::Length => ("max_tokens", None),
+        FinishReason::ToolCalls => ("tool_use", None),
+    }
+}
+
+fn usage(u: &generation::Usage) -> Value {
+    json!({
+        "input_tokens": u.prompt - u.cached,
+        "output_tokens": u.completion,
+        "cache_read_input_tokens": u.cached,
+        "cache_creation_input_tokens": 0,
+    })
+}
+
+fn tool_use(c: &epm_chat::ToolCall) -> Value {
+    let input: Value = serde_json::from_str(&c.arguments).unwrap_or(json!({}));
+    json!({"type": "tool_use", "id": crate::openai::wire::new_id("toolu"), "name": c.name, "input": input})
+}
+
+async fn messages(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    let req: MessagesRequest = parse_json(body)?;
+    let p = prepared(&state, &req)?;
+    let id = crate::openai::wire::new_id("msg");
+    let model = state.model_name.clone();
+    let rx = submit(&state, p)?;
+    if req.stream {
+        return Ok(Sse::new(sse(rx, id, model))
+            .keep_alive(KeepAlive::default())
+            .into_response());
+    }
+    let c = collect(rx).await?;
+    let mut content = Vec::new();
+    if !c.reasoning.is_empty() {
+        content.push(json!({"type": "thinking", "thinking": c.reasoning, "signature": ""}));
+    }
+    // Whitespace beside tool calls is no text block.
+    if !c.text.is_empty() && (!c.text.trim().is_empty() || c.tool_calls.is_empty()) {
+        content.push(json!({"type": "text", "text": c.text}));
+    }
+    content.extend(c.tool_calls.iter().map(tool_use));
+    let (reason, seq) = stop_reason(&c.finish_reason);
+    Ok(Json(json!({
+        "id": id, "type": "message", "role": "assistant", "model": model,
+        "content": content, "stop_reason": reason, "stop_sequence": seq,
+        "usage": usage(&c.usage),
+    }))
+    .into_response())
+}
+
+/// Which content block is open in a stream.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Text,
+    Thinking,
+}
+
+struct StreamState {
+    id: String,
+    model: String,
+    usage: generation::Usage,
+    pending: VecDeque<SseEvent>,
+    open: Option<Block>,
+    index: usize,
+    finished: bool,
+}
+
+fn named(name: &str, v: Value) -> SseEvent {
+    SseEvent::default().event(name).data(v.to_string())
+}
+
+impl StreamState {
+    fn close(&mut self) {
+        if self.open.take().is_some() {
+            self.pending.push_back(named(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": self.index}),
+            ));
+            self.index += 1;
+        }
+    }
+
+    fn delta(&mut self, block: Block, text: String) {
+        if self.open != Some(block) {
+            self.close();
+            let start = match block {
+                Block::Text => json!({"type": "text", "text": ""}),
+                Block::Thinking => json!({"type": "thinking", "thinking": ""}),
+            };
+            self.pending.push_back(named(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": self.index, "content_block": start}),
+            ));
+            self.open = Some(block);
+        }
+        let delta = match block {
+            Block::Text => json!({"type": "text_delta", "text": text}),
+            Block::Thinking => json!({"type": "thinking_delta", "thinking": text}),
+        };
+        self.pending.push_back(named(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": self.index, "delta": delta}),
+        ));
+    }
+
+    fn encode_event(&mut self, ev: Event) {
+        match ev {
+            Event::Started {
+                prompt_tokens,
+                cached_tokens,
+            } => {
+                self.usage.prompt = prompt_tokens as u64;
+                self.usage.cached = cached_tokens as u64;
+                let message = json!({
+                    "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                    "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&self.usage),
+                });
+                self.pending.push_back(named(
+                    "message_start",
+                    json!({"type": "message_start", "message": message}),
+                ));
+            }
+            Event::Text(t) => self.delta(Block::Text, t),
+            Event::Reasoning(t) => self.delta(Block::Thinking, t),
+            Event::ToolCall(c) => {
+                self.close();
+                let mut block = tool_use(&c);
+                let input = std::mem::replace(&mut block["input"], json!({}));
+                self.pending.push_back(named(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": self.index, "content_block": block}),
+                ));
+                self.pending.push_back(named(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": self.index,
+                           "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+                ));
+                self.open = Some(Block::Text);
+                self.close();
+            }
+            Event::Logprob(_) => {}
+            Event::Done {
+                finish_reason,
+                completion_tokens,
+            } => {
+                self.close();
+                self.usage.completion = completion_tokens as u64;
+                let (reason, seq) = stop_reason(&finish_reason);
+                self.pending.push_back(named(
+                    "message_delta",
+                    json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq},
+                           "usage": {"output_tokens": self.usage.completion}}),
+                ));
+                self.pending
+                    .push_back(named("message_stop", json!({"type": "message_stop"})));
+                self.finished = true;
+            }
+            Event::Failed(e) => {
+                let body = AnthropicError(ApiError::internal(e.to_string())).body();
+                self.pending.push_back(named("error", body));
+                self.finished = true;
+            }
+        }
+    }
+}
+
+fn sse(
+    rx: UnboundedReceiver<Event>,
+    id: String,
+    model: String,
+) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
+    let state = StreamState {
+        id,
+        model,
+        usage: Default::default(),
+        pending: VecDeque::new(),
+        open: None,
+        index: 0,
+        finished: false,
+    };
+    crate::sse::stream(rx, state)
+}
+
+impl crate::sse::Encoder for StreamState {
+    fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
+        self.encode_event(ev);
+        out.append(&mut self.pending);
+        self.finished
+    }
+}

@@ -1,0 +1,330 @@
+//! llama-server's own endpoints, for the clients and tools written against it:
+//! `/completion` (a prompt as text or token ids; `n_predict`, `stream`, `n_probs`, `cache_prompt`
+//! (always on: a slot keeps its prefix in whole ubatches; the field is accepted and needs no handling),
+//! `grammar`, `json_schema`, `stop`), `/tokenize`, `/detokenize`, `/apply-template`,
+//! `/props` and `/slots` (read-only). Errors are llama-server's
+//! `{"error": {"code", "message", "type"}}`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use epm_engine::generation::{Event, FinishReason, SlotState, TokenLogprob};
+
+use crate::error::{parse_json, ApiError, ErrorKind};
+use crate::generation::{collect, loaded, prepare, submit, Asked};
+use crate::output::{Format, OutputAsk, ReasoningFormat};
+use crate::state::AppState;
+
+pub struct LlamaCppError(pub ApiError);
+
+impl From<ApiError> for LlamaCppError {
+    fn from(e: ApiError) -> LlamaCppError {
+        LlamaCppError(e)
+    }
+}
+
+impl LlamaCppError {
+    pub fn body(&self) -> Value {
+        let kind = match self.0.kind {
+            ErrorKind::BadRequest | ErrorKind::PayloadTooLarge => "invalid_request_error",
+            ErrorKind::Unauthorized => "authentication_error",
+            ErrorKind::Forbidden => "permission_error",
+            ErrorKind::NotFound => "not_found_error",
+            ErrorKind::Unavailable => "unavailable_error",
+            ErrorKind::Internal => "server_error",
+        };
+        json!({"error": {"code": self.0.status().as_u16(), "message": self.0.message, "type": kind}})
+    }
+}
+
+impl IntoResponse for LlamaCppError {
+    fn into_response(self) -> Response {
+        self.0.respond(self.body())
+    }
+}
+
+type Result<T> = std::result::Result<T, LlamaCppError>;
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/completion", post(completion))
+        .route("/completions", post(completion))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route("/apply-template", post(apply_template))
+        .route("/props", get(props))
+        .route("/slots", get(slots))
+}
+
+/// `prompt`: text, or token ids.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Prompt {
+    Text(String),
+    Tokens(Vec<i32>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct CompletionRequest {
+    prompt: Prompt,
+    n_predict: Option<i32>,
+    #[serde(default)]
+    stream: bool,
+    n_probs: Option<u32>,
+    grammar: Option<String>,
+    json_schema: Option<Value>,
+    stop: Option<Vec<String>>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i32>,
+    seed: Option<i64>,
+}
+
+fn stop_type(r: &FinishReason) -> (&'static str, String) {
+    match r {
+        FinishReason::StopSequence(s) => ("word", s.clone()),
+        FinishReason::Length => ("limit", String::new()),
+        _ => ("eos", String::new()),
+    }
+}
+
+fn probabilities(lps: &[TokenLogprob]) -> Vec<Value> {
+    lps.iter()
+        .map(|l| {
+            let top: Vec<Value> = l
+                .top
+                .iter()
+                .map(|(t, lp)| {
+                    json!({"id": t.id, "token": String::from_utf8_lossy(&t.bytes), "bytes": t.bytes, "logprob": lp})
+                })
+                .collect();
+            json!({"id": l.token.id, "token": String::from_utf8_lossy(&l.token.bytes),
+                   "bytes": l.token.bytes, "logprob": l.logprob, "top_logprobs": top})
+        })
+        .collect()
+}
+
+async fn completion(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    let req: CompletionRequest = parse_json(body)?;
+    let loaded = loaded(&state)?;
+    let tokens = match &req.prompt {
+        Prompt::Text(t) => loaded.engine.tokenize(t, true, true),
+        Prompt::Tokens(ids) => {
+            let n = loaded.engine.n_vocab() as i32;
+            if let Some(bad) = ids.iter().find(|&&t| t < 0 || t >= n) {
+                return Err(ApiError::bad_request(format!(
+                    "`prompt` holds token {bad}, outside the vocabulary of {n}"
+                ))
+                .into());
+            }
+            ids.clone()
+        }
+    };
+    let ask = OutputAsk {
+        format: match &req.json_schema {
+            Some(s) => Format::JsonSchema(s.clone()),
+            None => Format::Text,
+        },
+        grammar: req.grammar.clone(),
+        reasoning: ReasoningFormat::None,
+        ..Default::default()
+    };
+    let plan = ask.plan(loaded, None)?;
+    let asked = Asked {
+        max_tokens: req.n_predict.filter(|&n| n > 0).map(|n| n as u32),
+        temperature: Some(req.temperature.unwrap_or(0.8)),
+        top_p: req.top_p,
+        top_k: req.top_k,
+        seed: req.seed,
+        stop: req.stop.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let n_probs = req.n_probs.filter(|&n| n > 0).map(|n| n.min(20) as usize);
+    let prepared = prepare(loaded, tokens, &asked)?
+        .with_output(plan)
+        .with_logprobs(n_probs);
+    let model = state.model_name.clone();
+    let started = std::time::Instant::now();
+    let rx = submit(&state, prepared)?;
+    if req.stream {
+        let s = stream::unfold((rx, false), move |(mut rx, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                let ev = rx.recv().await?;
+                let (v, end) = match ev {
+                    Event::Text(t) => (json!({"content": t, "stop": false}), false),
+                    Event::Logprob(l) => (
+                        json!({"content": "", "stop": false, "completion_probabilities": probabilities(&[l])}),
+                        false,
+                    ),
+                    Event::Done {
+                        finish_reason,
+                        completion_tokens,
+                    } => {
+                        let (kind, word) = stop_type(&finish_reason);
+                        (
+                            json!({"content": "", "stop": true, "stop_type": kind, "stopping_word": word,
+                                   "tokens_predicted": completion_tokens}),
+                            true,
+                        )
+                    }
+                    Event::Failed(e) => (
+                        LlamaCppError(ApiError::internal(e.to_string())).body(),
+                        true,
+                    ),
+                    _ => continue,
+                };
+                let e: std::result::Result<SseEvent, std::convert::Infallible> =
+                    Ok(SseEvent::default().data(v.to_string()));
+                return Some((e, (rx, end)));
+            }
+        });
+        return Ok(Sse::new(s).keep_alive(KeepAlive::default()).into_response());
+    }
+    let c = collect(rx).await?;
+    let (kind, word) = stop_type(&c.finish_reason);
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let mut out = json!({
+        "content": c.text, "tokens": [], "stop": true, "stop_type": kind, "stopping_word": word,
+        "model": model, "tokens_predicted": c.usage.completion, "tokens_evaluated": c.usage.prompt,
+        "tokens_cached": c.usage.cached, "truncated": false,
+        "timings": {"prompt_n": c.usage.prompt - c.usage.cached, "predicted_n": c.usage.completion,
+                    "predicted_ms": ms},
+    });
+    if n_probs.is_some() {
+        out["completion_probabilities"] = json!(probabilities(&c.logprobs));
+    }
+    Ok(Json(out).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct TokenizeRequest {
+    content: String,
+    #[serde(default)]
+    add_special: bool,
+    #[serde(default)]
+    with_pieces: bool,
+}
+
+async fn tokenize(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>> {
+    let req: TokenizeRequest = parse_json(body)?;
+    let loaded = loaded(&state)?;
+    let ids = loaded.engine.tokenize(&req.content, req.add_special, true);
+    if !req.with_pieces {
+        return Ok(Json(json!({"tokens": ids})));
+    }
+    let mut piece = Vec::new();
+    let tokens: Vec<Value> = ids
+        .iter()
+        .map(|&id| {
+            loaded.engine.output_piece(id, true, &mut piece);
+            match std::str::from_utf8(&piece) {
+                Ok(s) => json!({"id": id, "piece": s}),
+                // Part of a character: the bytes, as llama-server gives them.
+                Err(_) => json!({"id": id, "piece": piece}),
+            }
+        })
+        .collect();
+    Ok(Json(json!({"tokens": tokens})))
+}
+
+#[derive(Debug, Deserialize)]
+struct DetokenizeRequest {
+    tokens: Vec<i32>,
+}
+
+async fn detokenize(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>> {
+    let req: DetokenizeRequest = parse_json(body)?;
+    let loaded = loaded(&state)?;
+    Ok(Json(
+        json!({"content": loaded.engine.detokenize(&req.tokens, true)}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct TemplateRequest {
+    messages: Vec<Value>,
+    tools: Option<Value>,
+    chat_template_kwargs: Option<serde_json::Map<String, Value>>,
+}
+
+async fn apply_template(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>> {
+    let req: TemplateRequest = parse_json(body)?;
+    let loaded = loaded(&state)?;
+    let prompt = loaded
+        .chat
+        .render(
+            &loaded.engine,
+            &req.messages,
+            req.tools.as_ref(),
+            req.chat_template_kwargs.as_ref(),
+        )
+        .map_err(|e| {
+            ApiError::bad_request(format!(
+                "cannot render the messages with the chat template: {e}"
+            ))
+        })?;
+    Ok(Json(json!({"prompt": prompt})))
+}
+
+async fn props(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
+    let loaded = loaded(&state)?;
+    Ok(Json(json!({
+        "default_generation_settings": {
+            "n_ctx": loaded.n_ctx_per_seq,
+            "params": {"temperature": 0.8, "top_p": 1.0, "top_k": 0, "n_predict": -1},
+        },
+        "total_slots": state.slots,
+        "model_path": state.model_name,
+        "chat_template": loaded.chat.source().unwrap_or(""),
+        "modalities": {"vision": false, "audio": false},
+        "build_info": format!("epm {}", env!("CARGO_PKG_VERSION")),
+    })))
+}
+
+async fn slots(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
+    let loaded = loaded(&state)?;
+    let list: Vec<Value> = state
+        .generation
+        .slots
+        .iter()
+        .enumerate()
+        .map(|(id, v)| {
+            let st = v.state();
+            json!({
+                "id": id, "n_ctx": loaded.n_ctx_per_seq,
+                "is_processing": st != SlotState::Idle,
+                "state": match st { SlotState::Idle => "idle", SlotState::Prefill => "prefill", SlotState::Decode => "decode" },
+                "n_prompt_tokens": v.prompt_tokens.load(Ordering::Relaxed),
+                "n_prompt_tokens_cache": v.reused_tokens.load(Ordering::Relaxed),
+                "n_decoded": v.generated.load(Ordering::Relaxed),
+            })
+        })
+        .collect();
+    Ok(Json(Value::Array(list)))
+}

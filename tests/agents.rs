@@ -1,0 +1,586 @@
+//! What agents need, end to end over real HTTP on a `-mini` model with random weights: tool
+//! calls constrained by a grammar (so that they are valid whatever the weights), JSON
+//! schemas, the reasoning split, logprobs, content parts, and the errors for what cannot be
+//! served. Also: a constraint changes the sampled token, never the logits.
+
+mod common;
+
+use common::server::Server;
+use common::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The subset of JSON Schema the test schemas use, checked strictly.
+fn validate(v: &Value, s: &Value, path: &str) -> Result<(), String> {
+    let fail = |why: &str| Err(format!("{path}: {why} (value {v})"));
+    if let Some(e) = s.get("enum").and_then(Value::as_array) {
+        return if e.contains(v) {
+            Ok(())
+        } else {
+            fail("not in enum")
+        };
+    }
+    match s.get("type").and_then(Value::as_str) {
+        Some("object") => {
+            let Some(o) = v.as_object() else {
+                return fail("not an object");
+            };
+            let props = s["properties"].as_object().cloned().unwrap_or_default();
+            for r in s["required"].as_array().into_iter().flatten() {
+                if !o.contains_key(r.as_str().unwrap()) {
+                    return fail(&format!("missing required {r}"));
+                }
+            }
+            for (k, x) in o {
+                let Some(sub) = props.get(k) else {
+                    return fail(&format!("key {k} is not in properties"));
+                };
+                validate(x, sub, &format!("{path}.{k}"))?;
+            }
+            Ok(())
+        }
+        Some("array") => {
+            let Some(a) = v.as_array() else {
+                return fail("not an array");
+            };
+            if let Some(m) = s["maxItems"].as_u64() {
+                if a.len() as u64 > m {
+                    return fail("too many items");
+                }
+            }
+            if let Some(m) = s["minItems"].as_u64() {
+                if (a.len() as u64) < m {
+                    return fail("too few items");
+                }
+            }
+            for (i, x) in a.iter().enumerate() {
+                validate(x, &s["items"], &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        Some("string") => {
+            let Some(t) = v.as_str() else {
+                return fail("not a string");
+            };
+            match s["maxLength"].as_u64() {
+                Some(m) if t.chars().count() as u64 > m => fail("too long"),
+                _ => Ok(()),
+            }
+        }
+        Some("integer") => {
+            let Some(n) = v.as_i64() else {
+                return fail("not an integer");
+            };
+            if s["minimum"].as_i64().is_some_and(|m| n < m)
+                || s["maximum"].as_i64().is_some_and(|m| n > m)
+            {
+                return fail("out of bounds");
+            }
+            Ok(())
+        }
+        Some("number") => {
+            let Some(n) = v.as_f64() else {
+                return fail("not a number");
+            };
+            if s["minimum"].as_f64().is_some_and(|m| n < m)
+                || s["maximum"].as_f64().is_some_and(|m| n > m)
+            {
+                return fail("out of bounds");
+            }
+            Ok(())
+        }
+        Some("boolean") => v
+            .is_boolean()
+            .then_some(())
+            .ok_or_else(|| format!("{path}: not a boolean")),
+        other => panic!("the test validator does not know type {other:?}"),
+    }
+}
+
+fn weather_tool() -> Value {
+    json!({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 12},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"]}}})
+}
+
+fn time_tool() -> Value {
+    json!({"type": "function", "function": {"name": "get_time", "description": "Time in a zone",
+        "parameters": {"type": "object", "properties": {
+            "offset": {"type": "integer", "minimum": -12, "maximum": 14},
+            "precise": {"type": "boolean"}},
+            "required": ["offset"]}}})
+}
+
+fn tool_schema(tools: &[Value], name: &str) -> Value {
+    tools
+        .iter()
+        .find(|t| t["function"]["name"] == name)
+        .unwrap_or_else(|| panic!("the reply called {name}, which is not a tool"))["function"]
+        ["parameters"]
+        .clone()
+}
+
+fn ask(seed: u64, extra: Value) -> Value {
+    let mut body = json!({
+        "messages": [{"role": "user", "content": "What is the weather in Paris, and the time?"}],
+        "max_tokens": 300, "temperature": 1.0, "seed": seed,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+/// The tool calls of a streamed chat: deltas put together by index, as clients do.
+fn streamed_calls(events: &[Value]) -> (Vec<(String, String)>, Option<String>) {
+    let mut calls: Vec<(String, String)> = Vec::new();
+    let mut finish = None;
+    for e in events {
+        let Some(c) = e.get("choices").and_then(|c| c.get(0)) else {
+            continue;
+        };
+        if let Some(f) = c["finish_reason"].as_str() {
+            finish = Some(f.to_string());
+        }
+        for d in c["delta"]["tool_calls"].as_array().into_iter().flatten() {
+            let i = d["index"].as_u64().unwrap() as usize;
+            if calls.len() <= i {
+                calls.resize(i + 1, Default::default());
+                assert!(d["id"].is_string() && d["type"] == "function", "{d}");
+            }
+            calls[i].0 += d["function"]["name"].as_str().unwrap_or("");
+            calls[i].1 += d["function"]["arguments"].as_str().unwrap_or("");
+        }
+    }
+    (calls, finish)
+}
+
+fn mini(dir: &Path) -> std::path::PathBuf {
+    synth(dir, "qwen3-30b-a3b-mini", &[])
+}
+
+#[test]
+fn required_tool_calls_are_valid_calls_for_20_seeds_streamed_and_not() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mini(dir.path()), &["-c", "2048"]);
+    let tools = vec![weather_tool(), time_tool()];
+    let mut called = std::collections::BTreeSet::new();
+    for seed in 0..20 {
+        let body = ask(seed, json!({"tools": tools, "tool_choice": "required"}));
+        let r = server.chat(&body);
+        let choice = &r["choices"][0];
+        assert_eq!(choice["finish_reason"], "tool_calls", "seed {seed}: {r}");
+        let calls = choice["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1, "one call unless parallel_tool_calls: {r}");
+        let f = &calls[0]["function"];
+        let name = f["name"].as_str().unwrap();
+        let args: Value = serde_json::from_str(f["arguments"].as_str().unwrap()).unwrap();
+        validate(&args, &tool_schema(&tools, name), name)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(calls[0]["id"].as_str().is_some_and(|s| !s.is_empty()));
+        called.insert(name.to_string());
+
+        let mut sbody = body.clone();
+        sbody["stream"] = json!(true);
+        let events = server.stream("/v1/chat/completions", &sbody);
+        let (scalls, finish) = streamed_calls(&events);
+        assert_eq!(
+            finish.as_deref(),
+            Some("tool_calls"),
+            "seed {seed} streamed"
+        );
+        assert_eq!(scalls.len(), 1);
+        let args: Value = serde_json::from_str(&scalls[0].1).unwrap();
+        validate(&args, &tool_schema(&tools, &scalls[0].0), &scalls[0].0).unwrap();
+    }
+    assert_eq!(called.len(), 2, "20 seeds call both tools: {called:?}");
+
+    // A named tool is always the one called.
+    for seed in 0..5 {
+        let body = ask(
+            seed,
+            json!({"tools": tools, "tool_choice": {"type": "function", "function": {"name": "get_time"}}}),
+        );
+        let r = server.chat(&body);
+        assert_eq!(
+            r["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_time",
+            "{r}"
+        );
+    }
+
+    // Cut off by max_tokens: a length finish, never a malformed call.
+    let r = server.chat(&ask(
+        1,
+        json!({"tools": tools, "tool_choice": "required", "max_tokens": 6}),
+    ));
+    assert_eq!(r["choices"][0]["finish_reason"], "length", "{r}");
+    assert!(
+        r["choices"][0]["message"].get("tool_calls").is_none(),
+        "{r}"
+    );
+    assert!(
+        r["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("<tool_"),
+        "{r}"
+    );
+
+    // Tool results go back through the template.
+    let follow = json!({"messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21 degrees"}],
+        "tools": tools, "max_tokens": 4, "temperature": 0});
+    let r = server.chat(&follow);
+    assert!(r["usage"]["prompt_tokens"].as_u64().unwrap() > 100, "{r}");
+}
+
+#[test]
+fn json_schema_replies_validate_for_20_seeds() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mini(dir.path()), &[]);
+    let schema = json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 10},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "score": {"type": "number", "minimum": 0, "maximum": 10},
+        "kind": {"type": "string", "enum": ["cat", "dog", "bird"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3},
+        "owner": {"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 8},
+            "verified": {"type": "boolean"}}, "required": ["city", "verified"]},
+        "nickname": {"type": "string", "maxLength": 6}},
+        "required": ["name", "age", "score", "kind", "tags", "owner"],
+        "additionalProperties": false});
+    for seed in 0..20 {
+        let body = ask(
+            seed,
+            json!({"response_format": {"type": "json_schema",
+            "json_schema": {"name": "pet", "schema": schema, "strict": true}}}),
+        );
+        let r = server.chat(&body);
+        assert_eq!(r["choices"][0]["finish_reason"], "stop", "seed {seed}: {r}");
+        let text = r["choices"][0]["message"]["content"].as_str().unwrap();
+        let v: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("seed {seed}: {e}: {text}"));
+        validate(&v, &schema, "$").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+    // json_object: some JSON object (bounded here by a short reply or a length finish).
+    let r = server.chat(&ask(
+        3,
+        json!({"response_format": {"type": "json_object"}, "max_tokens": 40}),
+    ));
+    assert!(
+        r["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .trim_start()
+            .starts_with('{'),
+        "{r}"
+    );
+
+    // What the engine cannot compile is a 400 that names it.
+    let bad = ask(
+        0,
+        json!({"response_format": {"type": "json_schema", "json_schema": {"name": "z",
+        "schema": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}}}}),
+    );
+    let (code, err, _) = server.post("/v1/chat/completions", &bad).unwrap_err();
+    assert_eq!(code, 400);
+    let msg = err["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`pattern`") && msg.contains("#/properties/zip"),
+        "{msg}"
+    );
+    let (code, err, _) = server
+        .post(
+            "/v1/chat/completions",
+            &ask(0, json!({"grammar": "root ::= ( \"a\""})),
+        )
+        .unwrap_err();
+    assert_eq!(code, 400, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("grammar"),
+        "{err}"
+    );
+}
+
+#[test]
+fn reasoning_is_split_from_think_blocks_streamed_and_not() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mini(dir.path()), &[]);
+    // The grammar makes the random model open a think block, as a thinking model would.
+    let grammar = r#"root ::= "<think>" [a-m]{4,12} "</think>" "\n\n" [n-z]{4,12}"#;
+    let body = ask(5, json!({"grammar": grammar, "max_tokens": 60}));
+    let r = server.chat(&body);
+    let m = &r["choices"][0]["message"];
+    let reasoning = m["reasoning_content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    let content = m["content"].as_str().unwrap();
+    assert!(
+        !reasoning.is_empty() && reasoning.chars().all(|c| ('a'..='m').contains(&c)),
+        "{r}"
+    );
+    assert!(
+        !content.is_empty() && content.chars().all(|c| ('n'..='z').contains(&c)),
+        "{r}"
+    );
+
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    let events = server.stream("/v1/chat/completions", &sbody);
+    let delta = |key: &str| -> String {
+        events
+            .iter()
+            .filter_map(|e| e["choices"][0]["delta"][key].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(
+        (
+            delta("reasoning_content").as_str(),
+            delta("content").as_str()
+        ),
+        (reasoning, content)
+    );
+
+    // reasoning_format none: the block stays in the content, tags and all.
+    let mut raw = body.clone();
+    raw["reasoning_format"] = json!("none");
+    let r = server.chat(&raw);
+    assert_eq!(
+        r["choices"][0]["message"]["content"],
+        format!("<think>{reasoning}</think>\n\n{content}")
+    );
+
+    // The template decides: with enable_thinking false, Qwen3's template closes the block
+    // in the prompt, so the reply is content from the start.
+    let mut off = ask(
+        5,
+        json!({"max_tokens": 8, "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}}),
+    );
+    off["grammar"] = json!(r#"root ::= [a-z]{4,8}"#);
+    let r = server.chat(&off);
+    assert!(
+        r["choices"][0]["message"]
+            .get("reasoning_content")
+            .is_none(),
+        "{r}"
+    );
+}
+
+#[test]
+fn logprobs_are_the_log_softmax_of_the_logits_and_sorted() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let logits_file = dir.path().join("logits.bin");
+    let stats = dir.path().join("stats.json");
+    let prompt = "The rivers of Europe";
+    ok(&epm(&[
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        prompt,
+        "-n",
+        "6",
+        "-c",
+        "1024",
+        "--dump-logits",
+        logits_file.to_str().unwrap(),
+        "--stats-file",
+        stats.to_str().unwrap(),
+    ]));
+    let bytes = std::fs::read(&logits_file).unwrap();
+    let ids: Vec<i64> = json(&stats)["tokens"]["generated_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    let n_vocab = bytes.len() / 4 / ids.len();
+    let server = Server::start(&model, &[]);
+    let r = server
+        .post(
+            "/v1/completions",
+            &json!({"prompt": prompt, "max_tokens": 6, "temperature": 0, "logprobs": 5}),
+        )
+        .unwrap();
+    let lp = &r["choices"][0]["logprobs"];
+    let token_lps = lp["token_logprobs"].as_array().unwrap();
+    assert_eq!(token_lps.len(), ids.len());
+    for (pos, got) in token_lps.iter().enumerate() {
+        let row: Vec<f64> = bytes[pos * n_vocab * 4..(pos + 1) * n_vocab * 4]
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
+            .collect();
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let lse = max + row.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
+        let want = row[ids[pos] as usize] - lse;
+        assert!(
+            (got.as_f64().unwrap() - want).abs() < 1e-4,
+            "position {pos}: {got} vs {want}"
+        );
+    }
+
+    let r = server.chat(
+        &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
+        "temperature": 0, "logprobs": true, "top_logprobs": 5}),
+    );
+    let content = r["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    assert_eq!(
+        content.len() as u64,
+        r["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    for t in content {
+        let top: Vec<f64> = t["top_logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["logprob"].as_f64().unwrap())
+            .collect();
+        assert_eq!(top.len(), 5);
+        assert!(top.windows(2).all(|w| w[0] >= w[1]), "sorted: {top:?}");
+        // Greedy: the sampled token is the most likely one.
+        assert!(
+            (t["logprob"].as_f64().unwrap() - top[0]).abs() < 1e-6,
+            "{t}"
+        );
+        assert!(t["bytes"].is_array());
+    }
+}
+
+#[test]
+fn content_parts_render_as_the_string_and_bad_messages_are_refused() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mini(dir.path()), &[]);
+    let with = |content: Value| {
+        server.chat(&json!({"messages": [{"role": "user", "content": content}], "max_tokens": 8, "temperature": 0}))
+    };
+    let plain = with(json!("Name three rivers."));
+    let parts =
+        with(json!([{"type": "text", "text": "Name three "}, {"type": "text", "text": "rivers."}]));
+    assert_eq!(
+        plain["choices"][0]["message"]["content"],
+        parts["choices"][0]["message"]["content"]
+    );
+    assert_eq!(
+        plain["usage"]["prompt_tokens"],
+        parts["usage"]["prompt_tokens"]
+    );
+
+    let refuse = |body: Value, needle: &str| {
+        let (code, err, _) = server.post("/v1/chat/completions", &body).unwrap_err();
+        assert_eq!(code, 400, "{err}");
+        assert_eq!(err["error"]["type"], "invalid_request_error");
+        let msg = err["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{msg} lacks {needle}");
+    };
+    refuse(
+        json!({"messages": [{"role": "wizard", "content": "hi"}]}),
+        "`messages[0].role` is `wizard`",
+    );
+    refuse(
+        json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]}),
+        "text-only",
+    );
+    refuse(
+        json!({"messages": [{"role": "user", "content": "x"}], "tools": [weather_tool()], "tool_choice": {"type": "function", "function": {"name": "nope"}}}),
+        "`nope`",
+    );
+    refuse(
+        json!({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}),
+        "logprobs",
+    );
+}
+
+#[test]
+fn a_constraint_changes_tokens_never_logits() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let run = |extra: &[&str], name: &str| -> (String, Vec<i64>, Vec<u8>) {
+        let logits = dir.path().join(format!("{name}.bin"));
+        let stats = dir.path().join(format!("{name}.json"));
+        let mut args = vec![
+            "generate",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            "Once upon a time",
+            "-c",
+            "512",
+            "--dump-logits",
+            logits.to_str().unwrap(),
+            "--stats-file",
+            stats.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let text = ok(&epm(&args));
+        let ids = json(&stats)["tokens"]["generated_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        (text, ids, std::fs::read(&logits).unwrap())
+    };
+    let (text5, _, _) = run(&["-n", "5"], "prefix");
+    let (_, free_ids, free_logits) = run(&["-n", "12"], "free");
+    // A grammar that admits the free run's first 5 tokens, then only digits.
+    let prefix = text5.trim_end_matches('\n');
+    let grammar = dir.path().join("g.gbnf");
+    let escaped = prefix.replace('\\', "\\\\").replace('"', "\\\"");
+    std::fs::write(&grammar, format!("root ::= \"{escaped}\" [0-9]{{7}}\n")).unwrap();
+    let (text, ids, logits) = run(
+        &["-n", "12", "--grammar", grammar.to_str().unwrap()],
+        "constrained",
+    );
+    assert!(text.starts_with(prefix), "{text:?} vs {prefix:?}");
+    let first_change = free_ids
+        .iter()
+        .zip(&ids)
+        .position(|(a, b)| a != b)
+        .expect("the grammar changed a token");
+    assert!(
+        first_change >= 5,
+        "the grammar changed token {first_change}, inside the prefix it admits"
+    );
+    let row = free_logits.len() / free_ids.len();
+    for pos in 0..=first_change {
+        assert!(
+            logits[pos * row..(pos + 1) * row] == free_logits[pos * row..(pos + 1) * row],
+            "the logits at position {pos} differ, before the grammar changed a token"
+        );
+    }
+    // A grammar llama.cpp cannot parse is bad input.
+    std::fs::write(&grammar, "root ::= (").unwrap();
+    let out = epm(&[
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        "x",
+        "-n",
+        "2",
+        "--grammar",
+        grammar.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("grammar"));
+}

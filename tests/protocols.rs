@@ -1,0 +1,318 @@
+//! Every protocol over real HTTP on one server: the same greedy tokens as
+//! `/v1/chat/completions` for the same conversation, each protocol's own error shape for
+//! malformed JSON, wrong types, a missing field and a missing key, prefix reuse in each
+//! protocol's usage fields, the llama.cpp-native helpers, CORS, and per-protocol metrics.
+
+mod common;
+
+use common::server::Server;
+use common::*;
+use serde_json::{json, Value};
+
+fn post_raw(server: &Server, path: &str, body: &str, key: Option<&str>) -> (u16, Value) {
+    let mut req = ureq::post(&server.url(path)).set("content-type", "application/json");
+    if let Some(k) = key {
+        req = req.set("x-api-key", k);
+    }
+    match req.send_string(body) {
+        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("transport error: {e}"),
+    }
+}
+
+fn post(server: &Server, path: &str, body: Value) -> Value {
+    let (code, v) = post_raw(server, path, &body.to_string(), Some("k"));
+    assert_eq!(code, 200, "{path}: {v}");
+    v
+}
+
+/// The error message, checking the protocol's shape on the way.
+fn error_message(path: &str, v: &Value) -> String {
+    let m = if path.starts_with("/v1/messages") {
+        assert_eq!(v["type"], "error", "{v}");
+        assert!(v["error"]["type"].is_string(), "{v}");
+        &v["error"]["message"]
+    } else if path.starts_with("/api/") {
+        &v["error"]
+    } else if path.starts_with("/v1/") {
+        assert!(v["error"]["type"].is_string(), "{v}");
+        &v["error"]["message"]
+    } else {
+        assert!(v["error"]["code"].is_u64(), "{v}");
+        &v["error"]["message"]
+    };
+    m.as_str()
+        .unwrap_or_else(|| panic!("{path}: no message in {v}"))
+        .to_string()
+}
+
+#[test]
+fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let mut server = Server::start(&model, &["-c", "2048", "--api-key", "k"]);
+    // Longer than a ubatch, so that a repeat of it keeps whole ubatches.
+    let user = "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let user = user.as_str();
+    let n = 10;
+    let chat = |body: Value| post(&server, "/v1/chat/completions", body);
+    let reference = chat(
+        json!({"messages": [{"role": "user", "content": user}], "max_tokens": n, "temperature": 0}),
+    );
+    let want = reference["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!want.is_empty());
+
+    let anthropic = post(
+        &server,
+        "/v1/messages",
+        json!({"max_tokens": n, "temperature": 0,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": user}]}]}),
+    );
+    assert_eq!(
+        anthropic["content"][0]["text"],
+        want.as_str(),
+        "{anthropic}"
+    );
+    assert_eq!(anthropic["stop_reason"], "max_tokens");
+    assert!(
+        anthropic["usage"]["cache_read_input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "the same prompt again is reused: {anthropic}"
+    );
+
+    let ollama = post(
+        &server,
+        "/api/chat",
+        json!({"model": "anything:latest", "stream": false,
+        "messages": [{"role": "user", "content": user}], "options": {"temperature": 0, "num_predict": n}}),
+    );
+    assert_eq!(ollama["message"]["content"], want.as_str(), "{ollama}");
+    assert_eq!(ollama["done_reason"], "length");
+    let evaluated = ollama["prompt_eval_count"].as_u64().unwrap();
+    assert!(
+        evaluated < reference["usage"]["prompt_tokens"].as_u64().unwrap(),
+        "Ollama counts only the prompt tokens it evaluated, the rest were reused: {ollama}"
+    );
+
+    let responses = post(
+        &server,
+        "/v1/responses",
+        json!({"input": user, "max_output_tokens": n, "temperature": 0}),
+    );
+    assert_eq!(
+        responses["output"][0]["content"][0]["text"],
+        want.as_str(),
+        "{responses}"
+    );
+    assert!(
+        responses["usage"]["input_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    // llama.cpp-native: render, tokenize and complete the same prompt.
+    let rendered = post(
+        &server,
+        "/apply-template",
+        json!({"messages": [{"role": "user", "content": user}]}),
+    );
+    let prompt = rendered["prompt"].as_str().unwrap().to_string();
+    let toks = post(
+        &server,
+        "/tokenize",
+        json!({"content": prompt, "add_special": true}),
+    );
+    let ids: Vec<i64> = toks["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ids.len() as u64,
+        reference["usage"]["prompt_tokens"].as_u64().unwrap()
+    );
+    let native = post(
+        &server,
+        "/completion",
+        json!({"prompt": ids, "n_predict": n, "temperature": 0}),
+    );
+    assert_eq!(native["content"], want.as_str(), "{native}");
+    assert!(native["tokens_cached"].as_u64().unwrap() > 0);
+    assert_eq!(native["stop_type"], "limit");
+    let back = post(&server, "/detokenize", json!({"tokens": ids}));
+    assert_eq!(back["content"], prompt.as_str());
+    let pieces = post(
+        &server,
+        "/tokenize",
+        json!({"content": "hello world", "with_pieces": true}),
+    );
+    let joined: String = pieces["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["piece"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined, "hello world");
+
+    // Each protocol's error shape, with a message that says what is wrong.
+    let cases: &[(&str, &str, &str)] = &[
+        ("/v1/chat/completions", "{not json", "not valid JSON"),
+        ("/v1/chat/completions", r#"{"messages": "hi"}"#, "messages"),
+        ("/v1/messages", "{not json", "not valid JSON"),
+        (
+            "/v1/messages",
+            r#"{"max_tokens": "ten", "messages": []}"#,
+            "max_tokens",
+        ),
+        (
+            "/v1/messages",
+            r#"{"messages": [{"role": "user", "content": "x"}]}"#,
+            "`max_tokens` is required",
+        ),
+        ("/api/chat", "{not json", "not valid JSON"),
+        (
+            "/api/chat",
+            r#"{"messages": [{"role": "user", "content": "x"}], "options": {"temperature": "hot"}}"#,
+            "temperature",
+        ),
+        ("/api/generate", r#"{"prompt": 5}"#, "prompt"),
+        ("/v1/responses", r#"{"instructions": "x"}"#, "input"),
+        (
+            "/v1/responses",
+            r#"{"input": "x", "previous_response_id": "resp_1"}"#,
+            "keeps no responses",
+        ),
+        (
+            "/completion",
+            r#"{"prompt": [999999999]}"#,
+            "outside the vocabulary",
+        ),
+        ("/completion", "{not json", "not valid JSON"),
+        ("/tokenize", r#"{"text": "x"}"#, "content"),
+    ];
+    for (path, body, needle) in cases {
+        let (code, v) = post_raw(&server, path, body, Some("k"));
+        assert_eq!(code, 400, "{path} {body}: {v}");
+        let msg = error_message(path, &v);
+        assert!(
+            msg.contains(needle),
+            "{path} {body}: {msg:?} lacks {needle:?}"
+        );
+    }
+    for path in [
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/api/chat",
+        "/completion",
+    ] {
+        let (code, v) = post_raw(&server, path, "{}", None);
+        assert_eq!(code, 401, "{path}: {v}");
+        assert!(error_message(path, &v).contains("API key"), "{path}: {v}");
+    }
+    let (code, v) = post_raw(&server, "/api/nothing", "{}", Some("k"));
+    assert_eq!((code, v["error"].is_string()), (404, true), "{v}");
+
+    // Read-only views.
+    let get = |path: &str| -> Value {
+        ureq::get(&server.url(path))
+            .set("authorization", "Bearer k")
+            .call()
+            .unwrap()
+            .into_json()
+            .unwrap()
+    };
+    let props = get("/props");
+    assert_eq!(props["default_generation_settings"]["n_ctx"], 2048);
+    assert!(props["chat_template"]
+        .as_str()
+        .unwrap()
+        .contains("<tool_call>"));
+    assert_eq!(get("/slots").as_array().unwrap().len(), 1);
+    let tags = get("/api/tags");
+    assert_eq!(tags["models"][0]["name"], "qwen3-30b-a3b-mini");
+    let show = post(&server, "/api/show", json!({"model": "x"}));
+    assert_eq!(show["details"]["family"], "qwen3moe");
+    assert_eq!(show["model_info"]["qwen3moe.context_length"], 40_960);
+    assert!(get("/api/version")["version"].is_string());
+
+    let metrics = ureq::get(&server.url("/metrics"))
+        .set("authorization", "Bearer k")
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    for p in ["openai", "anthropic", "ollama", "llamacpp"] {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("epm_http_requests_total{{protocol=\"{p}\"}}")))
+            .unwrap_or_else(|| panic!("no request count for {p}:\n{metrics}"));
+        let count: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(count >= 2.0, "{line}");
+    }
+    assert!(server.stop().success());
+}
+
+#[test]
+fn cors_admits_loopback_origins_by_default_and_others_when_told() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    let preflight = |server: &Server, origin: &str| {
+        let r = ureq::request("OPTIONS", &server.url("/v1/chat/completions"))
+            .set("origin", origin)
+            .set("access-control-request-method", "POST")
+            .set(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
+            .call();
+        match r {
+            Ok(r) => (
+                r.status(),
+                r.header("access-control-allow-origin").map(String::from),
+                r.header("access-control-allow-headers").map(String::from),
+            ),
+            Err(ureq::Error::Status(code, r)) => (
+                code,
+                r.header("access-control-allow-origin").map(String::from),
+                None,
+            ),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let server = Server::start(&model, &["--api-key", "k"]);
+    let (code, allow, headers) = preflight(&server, "http://localhost:3000");
+    assert_eq!(
+        (code, allow.as_deref()),
+        (204, Some("http://localhost:3000"))
+    );
+    assert_eq!(headers.as_deref(), Some("authorization, content-type"));
+    let (code, allow, _) = preflight(&server, "https://evil.example");
+    assert_eq!(
+        (code, allow),
+        (403, None),
+        "a web page elsewhere cannot drive the model"
+    );
+    let r = ureq::get(&server.url("/v1/models"))
+        .set("origin", "http://127.0.0.1:8000")
+        .set("authorization", "Bearer k")
+        .call()
+        .unwrap();
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://127.0.0.1:8000")
+    );
+    drop(server);
+    let server = Server::start(&model, &["--cors-origin", "https://app.example"]);
+    assert_eq!(preflight(&server, "https://app.example").0, 204);
+    assert_eq!(preflight(&server, "https://other.example").0, 403);
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Drive `epm-run serve`'s `/v1/messages` with the official `anthropic` Python SDK (pip
+install anthropic): messages.create and messages.stream with text, tool use with
+tool_choice {"type": "any"} (the input validated against the tool's schema with
+jsonschema), count_tokens, prompt-cache reuse in usage, and the SDK's own error types for a
+bad request and a wrong key. The current SDK takes no temperature/top_p/top_k arguments,
+so they go through extra_body. Starts the server on a free loopback port; the record goes
+to --out.
+
+    python3 tools/anthropic_client_check.py [--bin target/release/epm-run] [--out F]
+"""
+import argparse, os, platform, signal, subprocess, sys, tempfile
+
+import anthropic
+import jsonschema
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from epmlib import start_server, write_report  # noqa: E402
+
+WEATHER = {"name": "get_weather", "description": "Weather in a city", "input_schema": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"]}}
+TIME = {"name": "get_time", "description": "Time in a zone", "input_schema": {
+    "type": "object", "properties": {"offset": {"type": "integer", "minimum": -12, "maximum": 14}},
+    "required": ["offset"]}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/release/epm-run")
+    ap.add_argument("--out", default="validate/serve-anthropic-client.json")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="epm-anthropic-")
+    model = os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
+    subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True,
+                   stdout=subprocess.DEVNULL)
+    proc, port = start_server([a.bin, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2",
+                               "--api-key", "sekrit"], 60)
+    base = f"http://127.0.0.1:{port}"
+    checks = {}
+    try:
+        client = anthropic.Anthropic(base_url=base, api_key="sekrit")
+        greedy = {"temperature": 0, "top_k": 1}
+        msgs = [{"role": "user", "content": "Name a colour."}]
+        r = client.messages.create(model="any", max_tokens=16, system="Be brief.", messages=msgs,
+                                   extra_body=greedy)
+        text = "".join(b.text for b in r.content if b.type == "text")
+        checks["create"] = {"text": text, "stop_reason": r.stop_reason, "usage": r.usage.model_dump()}
+        with client.messages.stream(model="any", max_tokens=16, system="Be brief.", messages=msgs,
+                                    extra_body=greedy) as s:
+            streamed = "".join(s.text_stream)
+            final = s.get_final_message()
+        checks["stream"] = {"text": streamed, "same_as_create": streamed == text,
+                            "stop_reason": final.stop_reason, "usage": final.usage.model_dump()}
+        schemas = {WEATHER["name"]: WEATHER["input_schema"], TIME["name"]: TIME["input_schema"]}
+        uses = []
+        for seed in range(5):
+            r = client.messages.create(model="any", max_tokens=300, tools=[WEATHER, TIME],
+                                       tool_choice={"type": "any"},
+                                       messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                       extra_body={"temperature": 1.0, "seed": seed})
+            blocks = [b for b in r.content if b.type == "tool_use"]
+            for b in blocks:
+                jsonschema.validate(b.input, schemas[b.name])
+            uses.append({"stop_reason": r.stop_reason, "tool_use": [(b.name, b.input) for b in blocks]})
+        checks["tool_use"] = uses
+        with client.messages.stream(model="any", max_tokens=300, tools=[WEATHER, TIME],
+                                    tool_choice={"type": "tool", "name": "get_time"},
+                                    messages=[{"role": "user", "content": "Time?"}],
+                                    extra_body={"temperature": 1.0, "seed": 3}) as s:
+            final = s.get_final_message()
+        tb = [b for b in final.content if b.type == "tool_use"]
+        for b in tb:
+            jsonschema.validate(b.input, TIME["input_schema"])
+        checks["tool_use_stream"] = {"stop_reason": final.stop_reason, "tool_use": [(b.name, b.input) for b in tb]}
+        # The tool's result goes back; the second request reuses the first one's prefix.
+        follow = [{"role": "user", "content": "Weather in Paris?"},
+                  {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                                     "input": {"city": "Paris", "unit": "celsius"}}]},
+                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "21"}]}]
+        r1 = client.messages.create(model="any", max_tokens=4, tools=[WEATHER], messages=follow, extra_body=greedy)
+        r2 = client.messages.create(model="any", max_tokens=4, tools=[WEATHER], messages=follow, extra_body=greedy)
+        checks["tool_result"] = {"usage_first": r1.usage.model_dump(), "usage_second": r2.usage.model_dump()}
+        n = client.messages.count_tokens(model="any", messages=follow, tools=[WEATHER])
+        checks["count_tokens"] = n.input_tokens
+        try:
+            client.messages.create(model="any", max_tokens=16, messages=[{"role": "wizard", "content": "x"}])
+            checks["bad_request"] = "no error"
+        except anthropic.BadRequestError as e:
+            checks["bad_request"] = {"status": e.status_code, "type": e.body["error"]["type"]}
+        try:
+            anthropic.Anthropic(base_url=base, api_key="wrong").messages.create(
+                model="any", max_tokens=4, messages=msgs)
+            checks["wrong_key"] = "no error"
+        except anthropic.AuthenticationError as e:
+            checks["wrong_key"] = {"status": e.status_code, "type": e.body["error"]["type"]}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    u = checks["tool_result"]
+    ok = (checks["stream"]["same_as_create"] and checks["create"]["usage"]["output_tokens"] > 0
+          and all(x["stop_reason"] == "tool_use" and len(x["tool_use"]) == 1 for x in checks["tool_use"])
+          and checks["tool_use_stream"]["stop_reason"] == "tool_use"
+          and [t[0] for t in checks["tool_use_stream"]["tool_use"]] == ["get_time"]
+          and u["usage_second"]["cache_read_input_tokens"] > 0
+          and checks["count_tokens"] == u["usage_first"]["input_tokens"] + u["usage_first"]["cache_read_input_tokens"]
+          and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
+          and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
+          and code == 0)
+    report = {"what": "epm-run serve /v1/messages driven by the official anthropic Python SDK",
+              "command": "python3 tools/anthropic_client_check.py " + " ".join(sys.argv[1:]),
+              "anthropic_version": anthropic.__version__, "python": platform.python_version(),
+              "server_exit_code": code, "all_passed": ok, "checks": checks}
+    write_report(a.out, report, tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Drive `epm-run serve`'s Ollama endpoints with the official `ollama` Python client (pip
+install ollama): chat streamed and not, generate, list, show, ps, chat with `format=` a JSON
+schema (validated with jsonschema) and chat with tools. Starts the server on a free loopback
+port; the record goes to --out.
+
+    python3 tools/ollama_client_check.py [--bin target/release/epm-run] [--out F]
+"""
+import argparse, json, os, platform, signal, subprocess, sys, tempfile
+
+import jsonschema
+import ollama
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from epmlib import start_server, write_report  # noqa: E402
+
+PET = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                        "age": {"type": "integer", "minimum": 0, "maximum": 30},
+                                        "kind": {"type": "string", "enum": ["cat", "dog"]}},
+       "required": ["name", "age", "kind"]}
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                          "required": ["city"]}}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/release/epm-run")
+    ap.add_argument("--out", default="validate/serve-ollama-client.json")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="epm-ollama-")
+    model = os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
+    subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True,
+                   stdout=subprocess.DEVNULL)
+    proc, port = start_server([a.bin, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"], 60)
+    checks = {}
+    try:
+        client = ollama.Client(host=f"http://127.0.0.1:{port}")
+        greedy = {"temperature": 0, "num_predict": 12}
+        msgs = [{"role": "user", "content": "Name a colour."}]
+        r = client.chat(model="qwen3-30b-a3b-mini", messages=msgs, options=greedy)
+        checks["chat"] = {"content": r.message.content, "done_reason": r.done_reason, "eval_count": r.eval_count}
+        parts = [c.message.content for c in client.chat(model="whatever:latest", messages=msgs, options=greedy,
+                                                        stream=True)]
+        checks["chat_stream"] = {"content": "".join(parts), "same_as_not_streamed": "".join(parts) == r.message.content}
+        g = client.generate(model="m", prompt="Once upon a time", options=greedy)
+        checks["generate"] = {"response": g.response, "done": g.done}
+        checks["list"] = [m.model for m in client.list().models]
+        s = client.show("m")
+        checks["show"] = {"family": s.details.family, "quantization": s.details.quantization_level,
+                          "parameter_size": s.details.parameter_size, "capabilities": s.capabilities}
+        checks["ps"] = [m.model for m in client.ps().models]
+        pets = []
+        for seed in range(3):
+            r = client.chat(model="m", messages=[{"role": "user", "content": "A pet?"}], format=PET,
+                            options={"temperature": 1.0, "seed": seed, "num_predict": 200})
+            v = json.loads(r.message.content)
+            jsonschema.validate(v, PET)
+            pets.append(v)
+        checks["format_schema"] = pets
+        r = client.chat(model="m", messages=[{"role": "user", "content": "Weather?"}], tools=[WEATHER],
+                        options={"temperature": 0, "num_predict": 8})
+        checks["tools"] = {"content": r.message.content, "tool_calls": [t.model_dump() for t in r.message.tool_calls or []]}
+        try:
+            client.chat(model="m", messages=[{"role": "wizard", "content": "x"}])
+            checks["bad_request"] = "no error"
+        except ollama.ResponseError as e:
+            checks["bad_request"] = {"status": e.status_code, "error": e.error}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    ok = (checks["chat_stream"]["same_as_not_streamed"] and checks["chat"]["eval_count"] == 12
+          and checks["generate"]["done"] and checks["list"] and checks["show"]["family"] == "qwen3moe"
+          and len(checks["format_schema"]) == 3
+          and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
+          and code == 0)
+    report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",
+              "command": "python3 tools/ollama_client_check.py " + " ".join(sys.argv[1:]),
+              "ollama_version": getattr(ollama, "__version__", "unknown"), "python": platform.python_version(),
+              "server_exit_code": code, "all_passed": ok, "checks": checks}
+    write_report(a.out, report, tmp)
+
+
+if __name__ == "__main__":
+    main()
