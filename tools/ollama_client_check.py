@@ -6,7 +6,7 @@ port; the record goes to --out.
 
     python3 tools/ollama_client_check.py [--bin target/release/epm-run] [--out F]
 """
-import argparse, json, os, platform, signal, subprocess, sys, tempfile
+import argparse, importlib.metadata, json, os, platform, signal, subprocess, sys, tempfile
 
 import jsonschema
 import ollama
@@ -76,7 +76,7 @@ def main():
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",
               "command": "python3 tools/ollama_client_check.py " + " ".join(sys.argv[1:]),
-              "ollama_version": getattr(ollama, "__version__", "unknown"), "python": platform.python_version(),
+              "ollama_version": importlib.metadata.version("ollama"), "python": platform.python_version(),
               "server_exit_code": code, "all_passed": ok, "checks": checks}
     write_report(a.out, report, tmp)
 
