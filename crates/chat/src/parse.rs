@@ -125,11 +125,6 @@ impl OutputParser {
         self.calls
     }
 
-    /// Whether nothing is being held that a call could still come out of.
-    pub fn in_call(&self) -> bool {
-        matches!(self.mode, Mode::Call | Mode::Body(BodyKind::Call))
-    }
-
     pub fn push(&mut self, text: &str, out: &mut Vec<Piece>) {
         self.buf.push_str(text);
         self.drain(false, out);
@@ -204,7 +199,7 @@ impl OutputParser {
                 Mode::Reasoning => self.drain_reasoning(out),
                 Mode::Content => self.drain_content(last, out),
                 Mode::Call => self.drain_call(last, out),
-                Mode::Header => self.drain_header(last, out),
+                Mode::Header => self.drain_header(last),
                 Mode::Body(kind) => self.drain_body(kind, last, out),
             };
             if !progressed {
@@ -326,7 +321,7 @@ impl OutputParser {
         }
     }
 
-    fn drain_header(&mut self, last: bool, out: &mut Vec<Piece>) -> bool {
+    fn drain_header(&mut self, last: bool) -> bool {
         let lead = self.buf.trim_start();
         let structured = lead.starts_with(HARMONY_CHANNEL)
             || lead.starts_with(HARMONY_START)
@@ -369,16 +364,11 @@ impl OutputParser {
                 self.harmony_call = Some(name.to_string());
                 BodyKind::Call
             }
-            None if channel == "analysis" && self.reasoning_enabled() => BodyKind::Reasoning,
+            None if channel == "analysis" && self.reasoning.is_some() => BodyKind::Reasoning,
             None => BodyKind::Content,
         };
-        let _ = out;
         self.mode = Mode::Body(kind);
         true
-    }
-
-    fn reasoning_enabled(&self) -> bool {
-        self.reasoning.is_some()
     }
 
     fn drain_body(&mut self, kind: BodyKind, last: bool, out: &mut Vec<Piece>) -> bool {
