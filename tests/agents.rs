@@ -157,6 +157,45 @@ fn streamed_calls(events: &[Value]) -> (Vec<(String, String)>, Option<String>) {
     (calls, finish)
 }
 
+/// A grammar-forced reply's reasoning and content, checked against the letters each may
+/// hold, and the same split streamed: `(reasoning, content)`.
+fn reasoning_split(
+    server: &Server,
+    body: &Value,
+    reasoning_letters: std::ops::RangeInclusive<char>,
+    content_letters: std::ops::RangeInclusive<char>,
+) -> (String, String) {
+    let r = server.chat(body);
+    let m = &r["choices"][0]["message"];
+    let reasoning = m["reasoning_content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let content = m["content"].as_str().unwrap().to_string();
+    assert!(
+        !reasoning.is_empty() && reasoning.chars().all(|c| reasoning_letters.contains(&c)),
+        "{r}"
+    );
+    assert!(
+        !content.is_empty() && content.chars().all(|c| content_letters.contains(&c)),
+        "{r}"
+    );
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    let events = server.stream("/v1/chat/completions", &sbody);
+    let delta = |key: &str| -> String {
+        events
+            .iter()
+            .filter_map(|e| e["choices"][0]["delta"][key].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(
+        (delta("reasoning_content"), delta("content")),
+        (reasoning.clone(), content.clone())
+    );
+    (reasoning, content)
+}
+
 fn mini(dir: &Path) -> std::path::PathBuf {
     synth(dir, "qwen3-30b-a3b-mini", &[])
 }
@@ -320,37 +359,7 @@ fn reasoning_is_split_from_think_blocks_streamed_and_not() {
     // The grammar makes the random model open a think block, as a thinking model would.
     let grammar = r#"root ::= "<think>" [a-m]{4,12} "</think>" "\n\n" [n-z]{4,12}"#;
     let body = ask(5, json!({"grammar": grammar, "max_tokens": 60}));
-    let r = server.chat(&body);
-    let m = &r["choices"][0]["message"];
-    let reasoning = m["reasoning_content"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{r}"));
-    let content = m["content"].as_str().unwrap();
-    assert!(
-        !reasoning.is_empty() && reasoning.chars().all(|c| ('a'..='m').contains(&c)),
-        "{r}"
-    );
-    assert!(
-        !content.is_empty() && content.chars().all(|c| ('n'..='z').contains(&c)),
-        "{r}"
-    );
-
-    let mut sbody = body.clone();
-    sbody["stream"] = json!(true);
-    let events = server.stream("/v1/chat/completions", &sbody);
-    let delta = |key: &str| -> String {
-        events
-            .iter()
-            .filter_map(|e| e["choices"][0]["delta"][key].as_str().map(String::from))
-            .collect()
-    };
-    assert_eq!(
-        (
-            delta("reasoning_content").as_str(),
-            delta("content").as_str()
-        ),
-        (reasoning, content)
-    );
+    let (reasoning, content) = reasoning_split(&server, &body, 'a'..='m', 'n'..='z');
 
     // reasoning_format none: the block stays in the content, tags and all.
     let mut raw = body.clone();
@@ -583,4 +592,72 @@ fn a_constraint_changes_tokens_never_logits() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("grammar"));
+}
+
+/// gpt-oss end to end: harmony's channels over the OpenAI API. Required and named calls
+/// come back as `tool_calls` parsed from `commentary to=functions.NAME`, streamed and not;
+/// the analysis channel is the reasoning and the final channel the content; tool results
+/// render back through the harmony template.
+#[test]
+fn harmony_tool_calls_and_channels_on_gpt_oss_mini() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&synth(dir.path(), "gpt-oss-20b-mini", &[]), &["-c", "2048"]);
+    let tools = vec![weather_tool(), time_tool()];
+    let mut called = std::collections::BTreeSet::new();
+    for seed in 0..10 {
+        let body = ask(seed, json!({"tools": tools, "tool_choice": "required"}));
+        let r = server.chat(&body);
+        let choice = &r["choices"][0];
+        assert_eq!(choice["finish_reason"], "tool_calls", "seed {seed}: {r}");
+        let call = &choice["message"]["tool_calls"][0]["function"];
+        let name = call["name"].as_str().unwrap();
+        let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        validate(&args, &tool_schema(&tools, name), name)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        called.insert(name.to_string());
+
+        let mut sbody = body.clone();
+        sbody["stream"] = json!(true);
+        let (scalls, finish) = streamed_calls(&server.stream("/v1/chat/completions", &sbody));
+        assert_eq!(finish.as_deref(), Some("tool_calls"), "seed {seed}");
+        assert_eq!(
+            scalls,
+            vec![(
+                name.to_string(),
+                call["arguments"].as_str().unwrap().to_string()
+            )]
+        );
+    }
+    assert_eq!(called.len(), 2, "10 seeds call both tools: {called:?}");
+    let named = ask(
+        2,
+        json!({"tools": tools, "tool_choice": {"type": "function", "function": {"name": "get_time"}}}),
+    );
+    let r = server.chat(&named);
+    assert_eq!(
+        r["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_time",
+        "{r}"
+    );
+
+    // A reply in two channels, as gpt-oss writes one: analysis, then final.
+    let grammar = r#"root ::= "<|channel|>analysis<|message|>" [a-m]{4,12} "<|end|><|start|>assistant<|channel|>final<|message|>" [n-z]{4,12}"#;
+    let body = ask(5, json!({"grammar": grammar, "max_tokens": 80}));
+    reasoning_split(&server, &body, 'a'..='m', 'n'..='z');
+
+    // The call and its result go back through the template: the prompt grows by both.
+    let turn = |extra: Vec<Value>| {
+        let mut messages = vec![json!({"role": "user", "content": "Weather?"})];
+        messages.extend(extra);
+        let r = server.chat(
+            &json!({"messages": messages, "tools": tools, "max_tokens": 2, "temperature": 0}),
+        );
+        r["usage"]["prompt_tokens"].as_u64().unwrap()
+    };
+    let before = turn(vec![]);
+    let after = turn(vec![
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]}),
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "21 degrees"}),
+    ]);
+    assert!(after > before + 20, "prompt tokens {before} -> {after}");
 }

@@ -153,6 +153,52 @@ fn ling_3_flash_mini() {
     check_preset(&first, dir.path());
 }
 
+/// gpt-oss: MXFP4 experts with per-expert biases, a router bias, attention sinks and
+/// sliding-window layers (a window shorter than the run). The predictor adds the router's
+/// bias as llama.cpp does, and covers more of the selection with it than without.
+#[test]
+fn gpt_oss_20b_mini() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "gpt-oss-20b-mini", &[]);
+    let index =
+        epm_core::model::ModelIndex::build(&epm_gguf::GgufModel::open(&model).unwrap()).unwrap();
+    // The expert biases are 2-D and not paged; the three weight tensors are MXFP4.
+    assert!(index.layers.iter().all(|l| l.tensors.len() == 3
+        && l.tensors
+            .iter()
+            .all(|t| t.ggml_type == epm_gguf::GgmlType::MXFP4 && t.name.ends_with(".weight"))));
+    assert!(index.routers.iter().all(|r| r.logit_bias.is_some()));
+    check_preset(&model, dir.path());
+
+    let min_mb = plan(&model, &["-c", "1024"])["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB);
+    let budget = (min_mb + 16).to_string();
+    let coverage = |tag: &str, extra: &[&str]| {
+        let mut args = vec!["--ram-budget-mb", &budget, "--predict"];
+        args.extend_from_slice(extra);
+        run(&model, dir.path(), tag, &args)
+            .1
+            .prediction
+            .decode
+            .coverage
+    };
+    let with = coverage("bias", &[]);
+    let without = coverage("nobias", &["--predict-ignore-router-bias"]);
+    eprintln!("decode prediction coverage: {with:.3} with the router bias, {without:.3} without");
+    assert!(
+        with > without + 0.1,
+        "coverage {with} with the router bias against {without} without"
+    );
+}
+
+#[test]
+fn gpt_oss_120b_mini() {
+    check_named("gpt-oss-120b-mini");
+}
+
 /// The plan's context memory for hybrid models is llama.cpp's own: KV only for the attention
 /// layers (K alone for latent attention) plus the recurrent state of the others. The
 /// expected figures are the KV and RS buffer sizes llama.cpp logs for these models.

@@ -316,3 +316,83 @@ fn cors_admits_loopback_origins_by_default_and_others_when_told() {
     assert_eq!(preflight(&server, "https://app.example").0, 204);
     assert_eq!(preflight(&server, "https://other.example").0, 403);
 }
+
+/// The progress of a prompt's prefill, as `(cache, processed, total)` of each chunk that
+/// carries `prompt_progress`, and whether any came after the first generated text.
+fn progress_of(events: &[Value], text_key: &str) -> (Vec<(u64, u64, u64)>, bool) {
+    let mut seen = Vec::new();
+    let mut text_seen = false;
+    let mut late = false;
+    for e in events {
+        if let Some(p) = e.get("prompt_progress") {
+            late |= text_seen;
+            let n = |k: &str| p[k].as_u64().unwrap();
+            seen.push((n("cache"), n("processed"), n("total")));
+        }
+        let text = e.pointer(text_key).and_then(Value::as_str).unwrap_or("");
+        text_seen |= !text.is_empty();
+    }
+    (seen, late)
+}
+
+/// With `return_progress`, a stream reports the prompt's prefill once before its first
+/// ubatch and after each, as llama-server does, before any text; without it, nothing.
+/// Prefix reuse shows as `cache`; `/slots` counts the tokens processed.
+#[test]
+fn prefill_progress_is_streamed_per_ubatch_when_asked() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&synth(dir.path(), "tiny", &[]), &["-ub", "32"]);
+    let prompt = "the quick brown fox jumps over the lazy dog ".repeat(12);
+    let body = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 4,
+        "stream": true, "return_progress": true, "stream_options": {"include_usage": true}});
+    let check = |events: &[Value], text_key: &str, prompt_tokens: u64| -> u64 {
+        let (seen, late) = progress_of(events, text_key);
+        assert!(!late, "progress after the text: {seen:?}");
+        let (cache, first, total) = seen[0];
+        assert_eq!((first, total), (cache, prompt_tokens), "{seen:?}");
+        assert_eq!(seen.last().unwrap().1, total, "{seen:?}");
+        for w in seen.windows(2) {
+            let step = w[1].1 - w[0].1;
+            assert!(step == 32 || (step < 32 && w[1].1 == total), "{seen:?}");
+        }
+        assert_eq!(seen.len() as u64, 1 + (total - cache).div_ceil(32));
+        cache
+    };
+    let events = server.stream("/v1/chat/completions", &body);
+    let usage = &events.iter().find(|e| e["usage"].is_object()).unwrap()["usage"];
+    let prompt_tokens = usage["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt_tokens > 100, "{usage}");
+    assert_eq!(check(&events, "/choices/0/delta/content", prompt_tokens), 0);
+    // The same conversation again: the whole ubatches it shares are reused.
+    let again = server.stream("/v1/chat/completions", &body);
+    let cached = check(&again, "/choices/0/delta/content", prompt_tokens);
+    assert!(cached >= 96 && cached % 32 == 0, "cache {cached}");
+
+    let mut quiet = body.clone();
+    quiet["return_progress"] = json!(false);
+    let events = server.stream("/v1/chat/completions", &quiet);
+    assert!(progress_of(&events, "/choices/0/delta/content")
+        .0
+        .is_empty());
+
+    let native = json!({"prompt": prompt, "n_predict": 2, "stream": true, "return_progress": true});
+    let events = server.stream("/completion", &native);
+    let (seen, late) = progress_of(&events, "/content");
+    assert!(
+        !late && seen.len() > 3 && seen.last().unwrap().1 == seen[0].2,
+        "{seen:?}"
+    );
+    let slots: Value = ureq::get(&server.url("/slots"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    let s = &slots[0];
+    assert_eq!(
+        s["n_prompt_tokens_processed"].as_u64().unwrap()
+            + s["n_prompt_tokens_cache"].as_u64().unwrap(),
+        s["n_prompt_tokens"].as_u64().unwrap(),
+        "{s}"
+    );
+}

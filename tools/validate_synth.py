@@ -17,9 +17,13 @@ REAL = {
     "qwen3.6-35b-a3b": (18.22 * GIB, 22.1e9),
     "minicpm-v4.7-35b-a3b": (18.16 * GIB, 21_166_255_008),
     "ling-3.0-flash": (69.46 * GIB, 77_010_144_672),
+    # ggml-org's MXFP4 GGUFs (12.8 GiB; about 60 GiB in three shards); expert bytes from
+    # the published shapes: layers x experts x 3 x 2880 x 2880 at 17 bytes per 32.
+    "gpt-oss-20b": (24 * 32 * 3 * 2880 * 2880 * 17 // 32, 12.8 * GIB),
+    "gpt-oss-120b": (36 * 128 * 3 * 2880 * 2880 * 17 // 32, 60.6 * GIB),
 }
 # Presets whose full size is only computed (dry run); synthesis is timed at this many layers.
-TIMED_AT_LAYERS = {"ling-3.0-flash": 12}
+TIMED_AT_LAYERS = {"ling-3.0-flash": 12, "gpt-oss-120b": 8}
 
 
 def dry_run(binary, preset, path, extra=()):
@@ -51,11 +55,15 @@ def main():
     ap.add_argument("--dir", default="/tmp/epm-synth")
     ap.add_argument("--out", default="validate/synth.json")
     ap.add_argument("--keep", action="store_true", help="keep the models")
+    ap.add_argument("--presets", help="comma-separated presets to run (default: all)")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     disk = disk_write_probe(a.dir)
     rows = []
+    wanted = a.presets.split(",") if a.presets else list(REAL)
     for preset, (real_expert, real_file) in REAL.items():
+        if preset not in wanted:
+            continue
         path = os.path.join(a.dir, preset + ".gguf")
         size, expert = dry_run(a.bin, preset, path)
         row = {

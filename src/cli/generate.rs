@@ -3,13 +3,13 @@
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, Sender};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use epm_core::units::MIB;
-use epm_engine::generation::{Constraint, Event, GenerationCounters, Generator, Job};
+use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
 use epm_engine::telemetry;
 use epm_engine::{Engine, EngineError, SamplingParams, Session};
 
@@ -128,7 +128,27 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
             .sampler(SamplingParams::default(), Some(c))
             .map_err(|e| UsageError(e.to_string()))?;
     }
-    let mut session = engine.start(run.session)?;
+    // The prompt is tokenized before the context exists, so an `auto` ubatch can be no
+    // larger than it needs (a chat's prompts grow: it keeps the budget's choice).
+    let tokens = if a.chat {
+        Vec::new()
+    } else {
+        let tokens = engine.tokenize(&prompt, true, true);
+        if tokens.is_empty() {
+            return Err(EngineError::EmptyPrompt.into());
+        }
+        tokens
+    };
+    let mut opts = run.session;
+    if !a.chat && a.run.shape.ubatch.is_auto() {
+        opts.n_ubatch = epm_core::plan::ubatch_for_prompt(opts.n_ubatch, tokens.len());
+        tracing::info!(
+            "ubatch {} for a {}-token prompt",
+            opts.n_ubatch,
+            tokens.len()
+        );
+    }
+    let mut session = engine.start(opts)?;
     let sampling = SamplingParams {
         temperature: a.temp,
         top_p: 1.0,
@@ -139,10 +159,6 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
     if a.chat {
         chat(&engine, &mut session, a, sampling, &mut out)?;
     } else {
-        let tokens = engine.tokenize(&prompt, true, true);
-        if tokens.is_empty() {
-            return Err(EngineError::EmptyPrompt.into());
-        }
         let mut generator = Generator::new(&mut session, Default::default());
         let job = |events| {
             Job::new(tokens.clone(), a.n_predict as u32, events)
@@ -158,14 +174,40 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
     Ok(())
 }
 
+/// A job's events: prefill progress drawn at once as a bar on the terminal (the core runs
+/// on this thread, so queued events would only be seen after the prefill), the rest queued.
+struct WithPrefillBar {
+    events: Sender<Event>,
+    bar: indicatif::ProgressBar,
+}
+
+impl EventSink for WithPrefillBar {
+    fn send(&mut self, event: Event) -> bool {
+        match event {
+            Event::Progress(p) => {
+                self.bar.set_length(p.to_evaluate as u64);
+                self.bar.set_position(p.evaluated as u64);
+                if p.evaluated >= p.to_evaluate {
+                    self.bar.finish_and_clear();
+                }
+                true
+            }
+            other => self.events.send(other).is_ok(),
+        }
+    }
+}
+
 /// Run one job on the core, printing its text as it comes; returns the text.
 fn run_job(
     generator: &mut Generator<'_, Session<'_>>,
-    job: impl FnOnce(Box<dyn epm_engine::generation::EventSink>) -> Job,
+    job: impl FnOnce(Box<dyn EventSink>) -> Job,
     out: &mut dyn Write,
 ) -> Result<String> {
     let (tx, rx) = channel();
-    generator.submit(job(Box::new(tx)));
+    generator.submit(job(Box::new(WithPrefillBar {
+        events: tx,
+        bar: progress::prefill(),
+    })));
     let mut text = String::new();
     while !generator.idle() {
         generator.step();
@@ -188,7 +230,8 @@ fn drain(rx: &Receiver<Event>, text: &mut String, out: &mut dyn Write) -> Result
             | Event::Done { .. }
             | Event::Reasoning(_)
             | Event::ToolCall(_)
-            | Event::Logprob(_) => {}
+            | Event::Logprob(_)
+            | Event::Progress(_) => {}
             Event::Failed(e) => return Err(e.into()),
         }
     }

@@ -9,6 +9,7 @@ mod model_run;
 mod paging;
 mod plan;
 mod probe_io;
+mod probe_paging;
 mod progress;
 mod serve;
 mod signals;
@@ -56,6 +57,9 @@ enum Command {
     Ab(ab::AbArgs),
     /// Measure the disk a model lives on: O_DIRECT reads at several sizes and queue depths.
     ProbeIo(probe_io::ProbeIoArgs),
+    /// Measure what paging a model's experts in and out costs the kernel, per MiB, with
+    /// 4 KiB and with large page-cache folios.
+    ProbePaging(probe_paging::ProbePagingArgs),
     /// An OpenAI-compatible server (chat and completions, streaming), paging experts within
     /// the budget, with prefix reuse and parallel sessions.
     Serve(serve::ServeArgs),
@@ -69,10 +73,11 @@ pub struct ShapeArgs {
     /// Context size in tokens.
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     pub ctx: u32,
-    /// Micro-batch size (`-ub`): tokens per graph evaluation, or `auto` to pick the largest
-    /// of 512/256/128 whose compute buffer costs at most an eighth of the expert cache
-    /// (`plan` shows the pick). Compare runs only at equal ubatch sizes.
-    #[arg(long = "ubatch-size", default_value = "128", value_parser = parse_ubatch)]
+    /// Micro-batch size (`-ub`): tokens per graph evaluation. `auto` (the default): paged,
+    /// the largest of 512/256/128 whose compute buffer costs at most an eighth of the expert
+    /// cache (`plan` shows the pick); unpaged, llama.cpp's 512; in `generate`, no larger
+    /// than the prompt needs. Compare runs only at equal ubatch sizes.
+    #[arg(long = "ubatch-size", default_value = "auto", value_parser = parse_ubatch)]
     pub ubatch: Ubatch,
 }
 
@@ -80,6 +85,12 @@ pub struct ShapeArgs {
 pub enum Ubatch {
     Auto,
     Fixed(u32),
+}
+
+impl Ubatch {
+    pub fn is_auto(self) -> bool {
+        matches!(self, Ubatch::Auto)
+    }
 }
 
 fn parse_ubatch(s: &str) -> Result<Ubatch, String> {
@@ -109,7 +120,7 @@ impl ShapeArgs {
             (Ubatch::Auto, Some(b)) => {
                 planning::choose_ubatch(index, shape, b, epm_sys::page_size() as u64)
             }
-            (Ubatch::Auto, None) => shape.n_ubatch,
+            (Ubatch::Auto, None) => planning::UPSTREAM_UBATCH,
         };
         Ok(RunShape { n_ubatch, ..shape })
     }
@@ -156,6 +167,7 @@ pub fn run(args: Vec<OsString>) -> Result<()> {
         Command::Demo(a) => demo::run(a),
         Command::Ab(a) => ab::run(a),
         Command::ProbeIo(a) => probe_io::run(a),
+        Command::ProbePaging(a) => probe_paging::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Sim(a) => sim::run(a),
     }

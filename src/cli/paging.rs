@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use epm_core::pager::CachePolicy;
+use epm_core::pager::{CachePolicy, PromptEviction};
 use epm_engine::{PagingOptions, Prediction};
 use epm_sys::Prefetch;
 
@@ -52,10 +52,19 @@ pub struct PagingArgs {
     /// earlier but are less accurate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     predict_depth: u32,
+    /// Predict without the routers' own biases (`ffn_gate_inp.bias`, gpt-oss), which
+    /// llama.cpp adds before selecting experts: only to measure what they are worth.
+    #[arg(long)]
+    predict_ignore_router_bias: bool,
     /// What the pager evicts first: `lfu-decay` (least frequently used, each selection's
     /// weight halving in about 14 tokens) or `lru` (least recently used).
     #[arg(long, value_enum, default_value_t = CachePolicyArg::LfuDecay)]
     cache_policy: CachePolicyArg,
+    /// What a prompt's ubatches evict: `cyclic` (the experts of the layers that ran last,
+    /// which the next ubatch needs last, so the same ones stay resident from ubatch to
+    /// ubatch) or `policy` (the --cache-policy order, as in decode).
+    #[arg(long, value_enum, default_value_t = PromptEvictionArg::Cyclic)]
+    prompt_eviction: PromptEvictionArg,
     /// Write the routing trace (selected experts per token and layer) here; see README.
     #[arg(long)]
     pub trace_file: Option<PathBuf>,
@@ -65,6 +74,12 @@ pub struct PagingArgs {
 pub enum CachePolicyArg {
     LfuDecay,
     Lru,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PromptEvictionArg {
+    Cyclic,
+    Policy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -105,10 +120,15 @@ impl PagingArgs {
                 _ => threads < cores,
             },
             prefill_predict_tokens: self.prefill_predict_tokens as usize,
+            predict_router_bias: !self.predict_ignore_router_bias,
             hot_window_tokens: self.hot_window,
             cache_policy: match self.cache_policy {
                 CachePolicyArg::LfuDecay => CachePolicy::DEFAULT,
                 CachePolicyArg::Lru => CachePolicy::Lru,
+            },
+            prompt_eviction: match self.prompt_eviction {
+                PromptEvictionArg::Cyclic => PromptEviction::Cyclic,
+                PromptEvictionArg::Policy => PromptEviction::Policy,
             },
             trace_file: self.trace_file.clone(),
         }

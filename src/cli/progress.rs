@@ -28,6 +28,11 @@ pub fn loading() -> Option<Box<dyn FnMut(f32) + Send>> {
     }))
 }
 
+/// A bar over a prompt's prefill, in tokens, updated once per ubatch.
+pub fn prefill() -> ProgressBar {
+    bar("prompt  {bar:40} {pos}/{len} tokens, {per_sec}, {eta} left")
+}
+
 /// A byte-count bar for writing files.
 pub fn bytes(what: &str) -> ProgressBar {
     bar(&format!(

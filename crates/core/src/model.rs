@@ -43,9 +43,12 @@ pub struct RouterTensor {
     pub ggml_type: GgmlType,
     pub n_embd: u64,
     pub n_expert: u64,
-    /// The layer's expert-selection bias (`blk.N.exp_probs_b`, F32 `[n_expert]`): file and
-    /// offset, when it has one.
+    /// The layer's expert-selection bias (`blk.N.exp_probs_b`, F32 `[n_expert]`), added to
+    /// the gated scores: file and offset, when it has one.
     pub selection_bias: Option<(usize, u64)>,
+    /// The router's own bias (`blk.N.ffn_gate_inp.bias`, F32 `[n_expert]`, gpt-oss), added
+    /// to the logits before gating: file and offset, when it has one.
+    pub logit_bias: Option<(usize, u64)>,
 }
 
 /// `<arch>.expert_gating_func`: how router logits become the scores experts are ranked by.
@@ -133,6 +136,12 @@ pub struct ModelIndex {
     pub expert_bytes: u64,
 }
 
+/// Where a router's bias vector applies: to the logits, or to the gated scores.
+enum BiasKind {
+    Logit,
+    Selection,
+}
+
 fn meta_u64(model: &GgufModel, key: &str) -> Option<u64> {
     match model.get(key)? {
         Value::Array { items, .. } => items.iter().filter_map(Value::as_u64).max(),
@@ -140,9 +149,12 @@ fn meta_u64(model: &GgufModel, key: &str) -> Option<u64> {
     }
 }
 
-/// Whether a tensor name is a routed-expert tensor: `blk.N.ffn_{gate,up,down,gate_up}_exps.*`.
-pub fn is_routed_expert_name(name: &str) -> bool {
-    name.contains("_exps.")
+/// Whether a tensor is a routed-expert tensor: `blk.N.ffn_{gate,up,down,gate_up}_exps.*`,
+/// 3-D with one slice per expert. Other 3-D tensors (MLA's per-head `attn_k_b`) are not
+/// experts even when their head count happens to equal the expert count, and the experts'
+/// 2-D biases (gpt-oss's `ffn_*_exps.bias`) are small enough to stay resident.
+pub fn is_routed_expert(name: &str, dims: &[u64], n_expert: u64) -> bool {
+    n_expert > 0 && dims.len() == 3 && dims[2] == n_expert && name.contains("_exps.")
 }
 
 /// Parses `blk.<N>.` at the start of a tensor name.
@@ -244,24 +256,21 @@ impl ModelIndex {
                             n_embd: *n_embd,
                             n_expert: *n_exp,
                             selection_bias: None,
+                            logit_bias: None,
                         });
                     }
                 }
                 if let (Some(layer), [n]) = (layer_of(&t.name), t.dims.as_slice()) {
-                    if t.name.contains(".exp_probs_b.")
-                        && *n == u64::from(n_expert)
-                        && t.ggml_type == GgmlType::F32
-                    {
-                        biases.push((layer, file, shard.abs_offset(t)));
+                    if *n == u64::from(n_expert) && t.ggml_type == GgmlType::F32 {
+                        let at = (file, shard.abs_offset(t));
+                        if t.name.contains(".exp_probs_b.") {
+                            biases.push((layer, BiasKind::Selection, at));
+                        } else if t.name.ends_with(".ffn_gate_inp.bias") {
+                            biases.push((layer, BiasKind::Logit, at));
+                        }
                     }
                 }
-                // Routed experts are `ffn_{gate,up,down,gate_up}_exps`: 3-D, one slice per
-                // expert. Other 3-D tensors (MLA's per-head `attn_k_b`) are not experts even
-                // when their head count happens to equal the expert count.
-                let is_expert = n_expert > 0
-                    && t.dims.len() == 3
-                    && t.dims[2] == u64::from(n_expert)
-                    && is_routed_expert_name(&t.name);
+                let is_expert = is_routed_expert(&t.name, &t.dims, u64::from(n_expert));
                 let Some(layer) = layer_of(&t.name).filter(|_| is_expert) else {
                     continue;
                 };
@@ -283,9 +292,12 @@ impl ModelIndex {
             }
         }
         layers.sort_by_key(|l| l.layer);
-        for (layer, file, offset) in biases {
+        for (layer, kind, at) in biases {
             if let Some(r) = routers.iter_mut().find(|r| r.layer == layer) {
-                r.selection_bias = Some((file, offset));
+                match kind {
+                    BiasKind::Selection => r.selection_bias = Some(at),
+                    BiasKind::Logit => r.logit_bias = Some(at),
+                }
             }
         }
         let routing = RoutingRule {

@@ -269,6 +269,21 @@ pub fn choose_ubatch(index: &ModelIndex, shape: RunShape, budget_bytes: u64, pag
         .unwrap_or(smallest)
 }
 
+/// llama.cpp's own default ubatch (`n_ubatch`), which unpaged runs keep.
+pub const UPSTREAM_UBATCH: u32 = 512;
+
+/// The ubatch for a prompt of `prompt_tokens`: the smallest of [`AUTO_UBATCHES`] that holds
+/// it in one piece, never above `chosen`. A prompt no longer than a smaller ubatch reads
+/// each expert once either way, and the smaller compute buffer leaves more cache to decode.
+pub fn ubatch_for_prompt(chosen: u32, prompt_tokens: usize) -> u32 {
+    AUTO_UBATCHES
+        .into_iter()
+        .rev()
+        .find(|&u| u as usize >= prompt_tokens)
+        .unwrap_or(chosen)
+        .min(chosen)
+}
+
 /// What the process measured once the model and context exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Measured {
@@ -343,6 +358,18 @@ mod tests {
             tensor_bytes: expert_bytes + 1_200 * MIB,
             expert_bytes,
         }
+    }
+
+    #[test]
+    fn short_prompts_take_the_smallest_ubatch_that_holds_them() {
+        assert_eq!(ubatch_for_prompt(512, 40), 128);
+        assert_eq!(ubatch_for_prompt(512, 128), 128);
+        assert_eq!(ubatch_for_prompt(512, 129), 256);
+        assert_eq!(ubatch_for_prompt(512, 2000), 512);
+        assert_eq!(ubatch_for_prompt(256, 2000), 256);
+        assert_eq!(ubatch_for_prompt(128, 300), 128);
+        // A fixed choice outside the list is only ever lowered to one in it.
+        assert_eq!(ubatch_for_prompt(64, 10), 64);
     }
 
     #[test]

@@ -91,6 +91,16 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
+/// A layer's bias vectors (`n_expert` f32 each), where `build_moe_ffn` adds them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RouterBiases<'a> {
+    /// The router's own bias (`ffn_gate_inp.bias`), added to the logits before gating.
+    pub logit: Option<&'a [f32]>,
+    /// The expert-selection bias (`exp_probs_b`), added to the gated scores; it chooses
+    /// experts but does not weight them.
+    pub selection: Option<&'a [f32]>,
+}
+
 /// Applies one layer's router to tokens and collects the distinct experts it selects.
 ///
 /// Invariants:
@@ -153,17 +163,20 @@ impl Selector {
     }
 
     /// Add the experts selected for one token: `router` holds `n_expert` rows of `n_embd`
-    /// f32, `hidden` the token's `n_embd` f32, `bias` the optional selection bias.
-    pub fn add_token(&mut self, router: &[f32], hidden: &[f32], bias: Option<&[f32]>) {
+    /// f32, `hidden` the token's `n_embd` f32, `biases` the layer's optional bias vectors.
+    pub fn add_token(&mut self, router: &[f32], hidden: &[f32], biases: RouterBiases<'_>) {
         let n = self.n_embd;
         for (e, score) in self.scores.iter_mut().enumerate() {
             *score = dot(&router[e * n..(e + 1) * n], hidden);
         }
+        if let Some(b) = biases.logit {
+            self.scores.iter_mut().zip(b).for_each(|(s, b)| *s += b);
+        }
         let grouped = !self.group_scores.is_empty();
-        if bias.is_some() || grouped {
+        if biases.selection.is_some() || grouped {
             gate(&mut self.scores, self.rule.gating_func);
         }
-        if let Some(b) = bias {
+        if let Some(b) = biases.selection {
             self.scores.iter_mut().zip(b).for_each(|(s, b)| *s += b);
         }
         if grouped {
@@ -248,13 +261,22 @@ mod tests {
         let rule = RoutingRule::default();
         let mut sel = Selector::new(2, 4, 2, rule).unwrap();
         sel.clear();
-        sel.add_token(&router, &[1.0, 0.1], None); // scores 1, 0.1, 1.1, -1 -> 2, 0
+        let none = RouterBiases::default();
+        sel.add_token(&router, &[1.0, 0.1], none); // scores 1, 0.1, 1.1, -1 -> 2, 0
         assert_eq!(sel.chosen(), &[2, 0]);
-        sel.add_token(&router, &[0.0, 1.0], None); // 0, 1, 1, 0 -> 1, 2 (2 already chosen)
+        sel.add_token(&router, &[0.0, 1.0], none); // 0, 1, 1, 0 -> 1, 2 (2 already chosen)
         assert_eq!(sel.chosen(), &[2, 0, 1]);
         // A bias that favours expert 3 enough changes the pick.
+        let favour_3 = [0.0, 0.0, 0.0, 5.0];
         sel.clear();
-        sel.add_token(&router, &[1.0, 0.1], Some(&[0.0, 0.0, 0.0, 5.0]));
+        sel.add_token(
+            &router,
+            &[1.0, 0.1],
+            RouterBiases {
+                selection: Some(&favour_3),
+                ..none
+            },
+        );
         assert!(sel.chosen().contains(&3));
         // Two groups of two, one used. After softmax, group {0, 1} scores e^1 + e^0.1 = 3.82
         // against e^1.1 + e^-1 = 3.37 for {2, 3}, so only experts 0 and 1 remain, although
@@ -266,7 +288,7 @@ mod tests {
         };
         let mut sel = Selector::new(2, 4, 2, grouped).unwrap();
         sel.clear();
-        sel.add_token(&router, &[1.0, 0.1], None);
+        sel.add_token(&router, &[1.0, 0.1], none);
         let mut got = sel.chosen().to_vec();
         got.sort_unstable();
         assert_eq!(got, vec![0, 1]);
@@ -280,5 +302,38 @@ mod tests {
             }
         )
         .is_none());
+    }
+
+    /// The router's bias goes into the logits before gating, the selection bias onto the
+    /// gated scores after it, as `build_moe_ffn` adds them.
+    #[test]
+    fn logit_bias_applies_before_gating_and_selection_bias_after() {
+        // Two experts, n_embd 1: logits 1.0 and 0.9.
+        let router = [1.0, 0.9];
+        let sigmoid = RoutingRule {
+            gating_func: GatingFunc::Sigmoid,
+            ..RoutingRule::default()
+        };
+        let mut sel = Selector::new(1, 2, 1, sigmoid).unwrap();
+        let pick = |sel: &mut Selector, b: RouterBiases<'_>| {
+            sel.clear();
+            sel.add_token(&router, &[1.0], b);
+            sel.chosen()[0]
+        };
+        assert_eq!(pick(&mut sel, RouterBiases::default()), 0);
+        // +0.2 on expert 1's logit: 1.1 > 1.0, expert 1.
+        let lift = [0.0, 0.2];
+        let logit = RouterBiases {
+            logit: Some(&lift),
+            ..RouterBiases::default()
+        };
+        assert_eq!(pick(&mut sel, logit), 1);
+        // Both: sigmoid(1.0) = 0.731 + 0.15 = 0.881 against sigmoid(1.1) = 0.750.
+        let favour_0 = [0.15, 0.0];
+        let both = RouterBiases {
+            logit: Some(&lift),
+            selection: Some(&favour_0),
+        };
+        assert_eq!(pick(&mut sel, both), 0);
     }
 }

@@ -182,6 +182,7 @@ impl Engine {
         let after = read_status()?;
         let mapping_rss: u64 = self.index.files.iter().map(|f| proc::mapping_rss(f)).sum();
         self.stats.mapping_rss_after_load.set(mapping_rss);
+        self.stats.n_ubatch.set(u64::from(s.n_ubatch));
         if let (PagerMode::On { budget_bytes }, true) = (self.opts.mode, paged) {
             // Context creation reserves memory it touches later: the compute buffer, but
             // also the scheduler's split metadata (about 100 MB of address space on hybrid

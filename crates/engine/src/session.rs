@@ -157,6 +157,16 @@ pub struct Prefilled {
     pub logits: i32,
 }
 
+/// How far a prompt's prefill has come: reported before its first ubatch and after each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PrefillProgress {
+    /// Prompt tokens whose KV was kept from before (not evaluated).
+    pub cached: usize,
+    /// Tokens evaluated so far, of `to_evaluate`.
+    pub evaluated: usize,
+    pub to_evaluate: usize,
+}
+
 pub struct Session<'e> {
     engine: &'e Engine,
     hooked: HookedContext<'e>,
@@ -221,17 +231,36 @@ impl<'e> Session<'e> {
         self.check_hook()
     }
 
-    /// Evaluate `tokens` of sequence `seq` at positions `start..`, in batches of `n_batch`,
-    /// asking for the logits of the last token only. Returns that token's logits index.
-    pub fn prefill(&mut self, seq: i32, tokens: &[i32], start: u32) -> Result<i32, EngineError> {
+    /// Evaluate `tokens` of sequence `seq` at positions `start..`, asking for the logits of
+    /// the last token only; `progress` hears how many are done after each piece. Returns
+    /// that token's logits index.
+    pub fn prefill(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        start: u32,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<i32, EngineError> {
         // Progress for readers on other threads (the server's pager view).
         let stats = self.engine.stats().clone();
         stats.prefill_total.set(tokens.len() as u64);
         stats.prefill_done.set(0);
-        let result = self.prefill_batches(seq, tokens, start, &stats);
+        let result = self.prefill_batches(seq, tokens, start, &stats, progress);
         stats.prefill_total.set(0);
         stats.prefill_done.set(0);
         result
+    }
+
+    /// The tokens handed to llama.cpp per call: one ubatch, so progress is seen per ubatch,
+    /// where that splits the prompt into the same ubatches as `n_batch` pieces would
+    /// (`n_batch` a multiple of `n_ubatch`); `n_batch` otherwise.
+    fn prefill_piece(&self) -> usize {
+        let (n_batch, n_ubatch) = (self.opts.n_batch.max(1), self.opts.n_ubatch.max(1));
+        if n_batch % n_ubatch == 0 {
+            n_ubatch as usize
+        } else {
+            n_batch as usize
+        }
     }
 
     fn prefill_batches(
@@ -240,12 +269,14 @@ impl<'e> Session<'e> {
         tokens: &[i32],
         start: u32,
         stats: &RunStats,
+        progress: &mut dyn FnMut(usize),
     ) -> Result<i32, EngineError> {
-        let n_batch = self.opts.n_batch.max(1) as usize;
+        let piece = self.prefill_piece();
         let mut last = 0;
-        for (chunk_no, chunk) in tokens.chunks(n_batch).enumerate() {
+        let mut done = 0;
+        for (chunk_no, chunk) in tokens.chunks(piece).enumerate() {
             self.batch.clear();
-            let first = start as usize + chunk_no * n_batch;
+            let first = start as usize + chunk_no * piece;
             for (i, &t) in chunk.iter().enumerate() {
                 let is_last = first + i + 1 == start as usize + tokens.len();
                 self.batch
@@ -254,6 +285,8 @@ impl<'e> Session<'e> {
             }
             self.decode_batch(Phase::Prompt)?;
             stats.prefill_done.add(chunk.len() as u64);
+            done += chunk.len();
+            progress(done);
             last = self.batch.n_tokens() - 1;
         }
         Ok(last)
@@ -303,12 +336,14 @@ impl<'e> Session<'e> {
     /// that a cold run would compute the same ([`prefix::reusable_prefix`]: whole prefill
     /// ubatches shared with `prompt`) and evaluate the rest, so the output is the same as
     /// from a cold cache. Where the cache cannot be cut (recurrent models), it is kept only
-    /// when the kept part is all of it, else rebuilt from scratch. `cache` is updated.
+    /// when the kept part is all of it, else rebuilt from scratch. `cache` is updated;
+    /// `progress` hears how far the prefill has come, first before any evaluation.
     pub fn prefill_reusing(
         &mut self,
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
+        progress: &mut dyn FnMut(PrefillProgress),
     ) -> Result<Prefilled, EngineError> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
@@ -320,7 +355,16 @@ impl<'e> Session<'e> {
             keep = 0;
         }
         *cache = SeqCache::default();
-        let logits = self.prefill(seq, &prompt[keep..], keep as u32);
+        let mut at = PrefillProgress {
+            cached: keep,
+            evaluated: 0,
+            to_evaluate: prompt.len() - keep,
+        };
+        progress(at);
+        let logits = self.prefill(seq, &prompt[keep..], keep as u32, &mut |done| {
+            at.evaluated = done;
+            progress(at);
+        });
         // On failure the cache holds an unknown part of the prompt: forget it all.
         if logits.is_err() {
             self.clear(seq);

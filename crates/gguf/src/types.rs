@@ -14,6 +14,8 @@ impl GgmlType {
     pub const Q4_K: GgmlType = GgmlType(12);
     pub const Q5_K: GgmlType = GgmlType(13);
     pub const Q6_K: GgmlType = GgmlType(14);
+    pub const BF16: GgmlType = GgmlType(30);
+    pub const MXFP4: GgmlType = GgmlType(39);
 
     /// `(name, elements per block, bytes per block)`, or `None` for an id ggml does not define.
     fn traits(self) -> Option<(&'static str, u64, u64)> {

@@ -480,7 +480,7 @@ impl StreamState {
                 self.open = Some(Block::Text);
                 self.close();
             }
-            Event::Logprob(_) => {}
+            Event::Logprob(_) | Event::Progress(_) => {}
             Event::Done {
                 finish_reason,
                 completion_tokens,

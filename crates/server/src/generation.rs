@@ -308,6 +308,7 @@ pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiE
             Event::Reasoning(t) => reasoning.push_str(&t),
             Event::ToolCall(c) => tool_calls.push(c),
             Event::Logprob(l) => logprobs.push(l),
+            Event::Progress(_) => {}
             Event::Done {
                 finish_reason,
                 completion_tokens,

@@ -89,6 +89,9 @@ struct CompletionRequest {
     top_p: Option<f32>,
     top_k: Option<i32>,
     seed: Option<i64>,
+    /// Streamed: a `prompt_progress` event per prefill ubatch.
+    #[serde(default)]
+    return_progress: bool,
 }
 
 fn stop_type(r: &FinishReason) -> (&'static str, String) {
@@ -161,6 +164,8 @@ async fn completion(
     let started = std::time::Instant::now();
     let rx = submit(&state, prepared)?;
     if req.stream {
+        let progress = req.return_progress;
+        let since = std::time::Instant::now();
         let s = stream::unfold((rx, false), move |(mut rx, done)| async move {
             if done {
                 return None;
@@ -168,6 +173,11 @@ async fn completion(
             loop {
                 let ev = rx.recv().await?;
                 let (v, end) = match ev {
+                    Event::Progress(p) if progress => (
+                        json!({"content": "", "stop": false,
+                               "prompt_progress": crate::openai::prompt_progress(&p, since)}),
+                        false,
+                    ),
                     Event::Text(t) => (json!({"content": t, "stop": false}), false),
                     Event::Logprob(l) => (
                         json!({"content": "", "stop": false, "completion_probabilities": probabilities(&[l])}),
@@ -322,6 +332,7 @@ async fn slots(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
                 "state": match st { SlotState::Idle => "idle", SlotState::Prefill => "prefill", SlotState::Decode => "decode" },
                 "n_prompt_tokens": v.prompt_tokens.load(Ordering::Relaxed),
                 "n_prompt_tokens_cache": v.reused_tokens.load(Ordering::Relaxed),
+                "n_prompt_tokens_processed": v.prefilled.load(Ordering::Relaxed),
                 "n_decoded": v.generated.load(Ordering::Relaxed),
             })
         })

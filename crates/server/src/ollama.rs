@@ -321,7 +321,7 @@ fn ndjson(
                         s.usage.cached = cached_tokens as u64;
                         continue;
                     }
-                    Event::Logprob(_) => continue,
+                    Event::Logprob(_) | Event::Progress(_) => continue,
                     Event::Text(t) => line.extend(piece(&t, None, None)),
                     Event::Reasoning(t) => line.extend(piece("", Some(&t), None)),
                     Event::ToolCall(c) => {

@@ -421,7 +421,7 @@ impl StreamState {
                 );
                 self.output.push(done);
             }
-            Event::Logprob(_) => {}
+            Event::Logprob(_) | Event::Progress(_) => {}
             Event::Done {
                 finish_reason,
                 completion_tokens,

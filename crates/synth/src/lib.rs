@@ -74,6 +74,7 @@ const ROUTER_STD: f32 = 2.0;
 fn quantize_row(ty: GgmlType, row: &[f32], out: &mut Vec<u8>) {
     match ty {
         GgmlType::Q6_K => quant::quantize_q6_k(row, out),
+        GgmlType::BF16 => quant::bf16_row(row, out),
         _ => quant::quantize_q8_0(row, out),
     }
 }
@@ -217,6 +218,14 @@ impl Weights<'_> {
         };
         match kind {
             "token_embd" | "output" => self.vocab_rows(spec, kind == "output", out)?,
+            // The router's bias (gpt-oss): logits it adds before selection, with about half
+            // the spread of the router's own, so it changes which experts are chosen.
+            "ffn_gate_inp" if spec.name.ends_with(".bias") => {
+                let b: Vec<f32> = (0..n_values)
+                    .map(|_| rng.uniform(ROUTER_STD / 2.0))
+                    .collect();
+                quant::f32_row(&b, &mut buf);
+            }
             "ffn_gate_inp" => self.router_rows(&spec.name, row_len, n_rows, &mut rng, &mut buf),
             kind if kind.ends_with("norm") => {
                 quant::f32_row(&vec![1.0; n_values], &mut buf);
@@ -365,7 +374,7 @@ pub fn model_sizes(
     path: &Path,
     max_shard_bytes: Option<u64>,
 ) -> Vec<(PathBuf, u64)> {
-    let tok = tokenizer::build(preset.n_vocab, 400);
+    let tok = tokenizer::build(preset.n_vocab, 400, preset.chat);
     model_files(preset, &tok, path, max_shard_bytes)
         .into_iter()
         .map(|(p, w)| {
@@ -385,7 +394,7 @@ pub fn write_model(
     max_shard_bytes: Option<u64>,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<Vec<PathBuf>, SynthError> {
-    let tok = tokenizer::build(preset.n_vocab, 400);
+    let tok = tokenizer::build(preset.n_vocab, 400, preset.chat);
     let files = model_files(preset, &tok, path, max_shard_bytes);
     let total: u64 = files.iter().map(|(_, w)| w.file_size()).sum();
     let dir = match path.parent() {
@@ -451,7 +460,7 @@ mod tests {
         let p = Preset::named(name).unwrap();
         let expert = p.expert_bytes();
         let mut w = GgufWriter::new();
-        for (k, v) in p.metadata(&tokenizer::build(p.n_vocab, 400)) {
+        for (k, v) in p.metadata(&tokenizer::build(p.n_vocab, 400, p.chat)) {
             w.kv(k, v);
         }
         for t in p.tensors() {
@@ -474,6 +483,9 @@ mod tests {
             ("qwen3.6-35b-a3b", 18.22 * gib, 22.1e9),
             ("minicpm-v4.7-35b-a3b", 18.16 * gib, 21_166_255_008.0),
             ("ling-3.0-flash", 69.46 * gib, 77_010_144_672.0),
+            // ggml-org's MXFP4 GGUFs: 12.8 GiB, and about 60 GiB in three shards.
+            ("gpt-oss-20b", 9.45 * gib, 12.8 * gib),
+            ("gpt-oss-120b", 56.73 * gib, 60.6 * gib),
         ] {
             let (e, f) = sizes(name);
             eprintln!(

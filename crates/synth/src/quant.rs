@@ -5,7 +5,8 @@
 //! Layouts follow ggml-common.h: `block_q8_0 {d: f16, qs: [i8; 32]}`,
 //! `block_q4_K {d, dmin: f16, scales: [u8; 12], qs: [u8; 128]}`,
 //! `block_q5_K {d, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]}`,
-//! `block_q6_K {ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16}`.
+//! `block_q6_K {ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16}`,
+//! `block_mxfp4 {e: u8 (E8M0 exponent), qs: [u8; 16] (E2M1 nibbles)}`.
 
 use epm_gguf::GgmlType;
 
@@ -153,6 +154,20 @@ pub fn random_rows(
                 }
             }
         }
+        GgmlType::MXFP4 => {
+            // Nibbles index ggml's `kvalues_mxfp4` (twice the E2M1 values, 0..12, sd 5.85),
+            // scaled by 2^(e - 128): the exponent nearest to the wanted spread.
+            let e = (128.0 + (std / 5.85).log2().round()).clamp(1.0, 254.0) as u8;
+            rng.fill(data);
+            for b in data.chunks_exact_mut(17) {
+                b[0] = e;
+            }
+        }
+        GgmlType::BF16 => {
+            for v in data.chunks_exact_mut(2) {
+                v.copy_from_slice(&bf16_bits(rng.uniform(std)).to_le_bytes());
+            }
+        }
         GgmlType::F32 => {
             for v in data.chunks_exact_mut(4) {
                 v.copy_from_slice(&rng.uniform(std).to_le_bytes());
@@ -223,6 +238,19 @@ pub fn quantize_q6_k(row: &[f32], out: &mut Vec<u8>) {
     }
 }
 
+/// bfloat16 from f32 (the top 16 bits), rounded to nearest even (finite inputs).
+pub fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// Append floats as BF16.
+pub fn bf16_row(row: &[f32], out: &mut Vec<u8>) {
+    for &x in row {
+        out.extend_from_slice(&bf16_bits(x).to_le_bytes());
+    }
+}
+
 /// `x` rounded through f16, so scales computed from it match what is stored.
 fn f16_round(x: f32) -> f32 {
     f16_value(f16_bits(x))
@@ -250,6 +278,15 @@ pub fn f32_row(row: &[f32], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        assert_eq!(bf16_bits(1.0), 0x3f80);
+        assert_eq!(bf16_bits(-2.0), 0xc000);
+        // 1 + 2^-8 lies halfway between two bf16 values: ties go to the even one (1.0).
+        assert_eq!(bf16_bits(f32::from_bits(0x3f80_8000)), 0x3f80);
+        assert_eq!(bf16_bits(f32::from_bits(0x3f81_8000)), 0x3f82);
+    }
 
     #[test]
     fn f16_matches_known_values() {
@@ -304,6 +341,35 @@ mod tests {
         assert!(max_err < 0.06, "max error {max_err}");
     }
 
+    /// ggml's `dequantize_row_mxfp4`: `kvalues_mxfp4[nibble] * 2^(e - 128)`.
+    #[test]
+    fn mxfp4_blocks_have_the_wanted_spread() {
+        const KVALUES: [f32; 16] = [
+            0., 1., 2., 3., 4., 6., 8., 12., 0., -1., -2., -3., -4., -6., -8., -12.,
+        ];
+        let mut out = Vec::new();
+        random_rows(GgmlType::MXFP4, 4096, 8, 0.05, &mut Rng::new(3), &mut out);
+        let values: Vec<f32> = out
+            .chunks_exact(17)
+            .flat_map(|b| {
+                let d = 2f32.powi(i32::from(b[0]) - 128);
+                b[1..].iter().flat_map(move |q| {
+                    [
+                        KVALUES[(q & 0xf) as usize] * d,
+                        KVALUES[(q >> 4) as usize] * d,
+                    ]
+                })
+            })
+            .collect();
+        let mean = values.iter().sum::<f32>() / values.len() as f32;
+        let sd = (values.iter().map(|v| v * v).sum::<f32>() / values.len() as f32).sqrt();
+        // Scales are powers of two: the spread is within a factor of sqrt(2) of the target.
+        assert!(
+            mean.abs() < 0.005 && (0.035..0.071).contains(&sd),
+            "mean {mean} sd {sd}"
+        );
+    }
+
     #[test]
     fn random_rows_have_exact_sizes() {
         let mut rng = Rng::new(1);
@@ -312,6 +378,8 @@ mod tests {
             (GgmlType::Q5_K, 176),
             (GgmlType::Q6_K, 210),
             (GgmlType::Q8_0, 34 * 8),
+            (GgmlType::MXFP4, 17 * 8),
+            (GgmlType::BF16, 512),
         ] {
             let mut out = Vec::new();
             random_rows(ty, 256, 3, 0.1, &mut rng, &mut out);

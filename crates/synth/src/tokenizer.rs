@@ -16,16 +16,67 @@ tokenizer, with numbers like 1, 2, 3, 42 and 2026, with punctuation: commas, col
 questions? Yes! Hello world, hello there, hello again. What is the answer to the question \
 of life, the universe and everything? It is forty two, or so the story goes.";
 
-pub const SPECIAL_TOKENS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
-
 /// llama.cpp token types.
 pub const TYPE_NORMAL: i32 = 1;
 pub const TYPE_CONTROL: i32 = 3;
 pub const TYPE_UNUSED: i32 = 5;
 
-/// The chat template every preset carries: Qwen3's ChatML with its system, tool and
-/// tool-call blocks and thinking sections, so servers and `--chat` render the real thing.
-pub const CHAT_TEMPLATE: &str = include_str!("templates/qwen3-chatml.jinja");
+/// The chat format a preset's model speaks: its template and the special tokens it uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatFormat {
+    /// Qwen3's ChatML with its system, tool and tool-call blocks and thinking sections.
+    ChatMl,
+    /// gpt-oss's harmony: channels (`analysis`, `commentary`, `final`) and tool calls
+    /// addressed `to=functions.NAME`.
+    Harmony,
+}
+
+impl ChatFormat {
+    /// The chat template written to `tokenizer.chat_template`.
+    pub fn template(self) -> &'static str {
+        match self {
+            ChatFormat::ChatMl => include_str!("templates/qwen3-chatml.jinja"),
+            ChatFormat::Harmony => include_str!("templates/harmony.jinja"),
+        }
+    }
+
+    /// The control tokens, appended after the trained ones: the first is BOS (and padding),
+    /// the one [`ChatFormat::eos`] names is EOS. llama.cpp finds harmony's other
+    /// end-of-generation tokens (`<|call|>`) by their text.
+    pub fn specials(self) -> &'static [&'static str] {
+        match self {
+            ChatFormat::ChatMl => &["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+            ChatFormat::Harmony => &[
+                "<|startoftext|>",
+                "<|endoftext|>",
+                "<|return|>",
+                "<|constrain|>",
+                "<|channel|>",
+                "<|start|>",
+                "<|end|>",
+                "<|message|>",
+                "<|call|>",
+            ],
+        }
+    }
+
+    /// `tokenizer.ggml.pre`: the pre-tokenizer of the family's tokenizer (Qwen2's, or
+    /// o200k's for harmony models).
+    pub fn pre_tokenizer(self) -> &'static str {
+        match self {
+            ChatFormat::ChatMl => "qwen2",
+            ChatFormat::Harmony => "gpt-4o",
+        }
+    }
+
+    /// The end-of-sequence token among [`ChatFormat::specials`].
+    pub fn eos(self) -> &'static str {
+        match self {
+            ChatFormat::ChatMl => "<|im_end|>",
+            ChatFormat::Harmony => "<|return|>",
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
@@ -55,8 +106,10 @@ pub fn byte_to_unicode() -> [char; 256] {
     map
 }
 
-/// Train `n_merges` BPE merges on the corpus and pad the vocabulary to `n_vocab` tokens.
-pub fn build(n_vocab: usize, n_merges: usize) -> Tokenizer {
+/// Train `n_merges` BPE merges on the corpus, add `format`'s control tokens and pad the
+/// vocabulary to `n_vocab` tokens.
+pub fn build(n_vocab: usize, n_merges: usize, format: ChatFormat) -> Tokenizer {
+    let specials = format.specials();
     let b2u = byte_to_unicode();
     let mut tokens: Vec<String> = b2u.iter().map(|c| c.to_string()).collect();
     let mut types = vec![TYPE_NORMAL; 256];
@@ -75,7 +128,7 @@ pub fn build(n_vocab: usize, n_merges: usize) -> Tokenizer {
     let mut words: Vec<(Vec<String>, u64)> = words.into_iter().collect();
     words.sort();
 
-    let budget = n_vocab.saturating_sub(256 + SPECIAL_TOKENS.len());
+    let budget = n_vocab.saturating_sub(256 + specials.len());
     let mut merges = Vec::new();
     while merges.len() < n_merges.min(budget) {
         let mut pairs: HashMap<(String, String), u64> = HashMap::new();
@@ -120,11 +173,14 @@ pub fn build(n_vocab: usize, n_merges: usize) -> Tokenizer {
         })
         .collect();
     let bos_id = tokens.len() as u32;
-    for s in SPECIAL_TOKENS {
+    let mut eos_id = bos_id;
+    for &s in specials {
+        if s == format.eos() {
+            eos_id = tokens.len() as u32;
+        }
         tokens.push(s.to_string());
         types.push(TYPE_CONTROL);
     }
-    let eos_id = bos_id + 2;
     let mut k = 0;
     while tokens.len() < n_vocab {
         tokens.push(format!("<|unused_{k}|>"));
@@ -158,7 +214,7 @@ mod tests {
 
     #[test]
     fn merges_produce_tokens_and_vocab_is_padded() {
-        let t = build(1024, 300);
+        let t = build(1024, 300, ChatFormat::ChatMl);
         assert_eq!(t.tokens.len(), 1024);
         assert!(t.merges.len() > 100, "{} merges", t.merges.len());
         assert!(t.tokens.contains(&"\u{120}the".to_string()));
@@ -167,5 +223,13 @@ mod tests {
             assert!(t.tokens.contains(&format!("{a}{b}")));
         }
         assert_eq!(t.tokens[t.eos_id as usize], "<|im_end|>");
+        assert_eq!(t.tokens[t.bos_id as usize], "<|endoftext|>");
+        let h = build(1024, 300, ChatFormat::Harmony);
+        assert_eq!(h.tokens[h.eos_id as usize], "<|return|>");
+        assert_eq!(h.tokens[h.bos_id as usize], "<|startoftext|>");
+        for s in ChatFormat::Harmony.specials() {
+            let i = h.tokens.iter().position(|t| t == s).unwrap();
+            assert_eq!(h.types[i], TYPE_CONTROL, "{s}");
+        }
     }
 }

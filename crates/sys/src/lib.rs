@@ -21,6 +21,8 @@ pub mod cache;
 pub mod fs;
 #[allow(unsafe_code)]
 pub mod mapping;
+#[allow(unsafe_code)]
+pub mod page_cost;
 mod populate;
 pub mod proc;
 #[allow(unsafe_code)]

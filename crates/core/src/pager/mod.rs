@@ -122,6 +122,24 @@ pub struct PagerConfig {
     pub page_size: u64,
     /// What goes first when room is needed.
     pub policy: CachePolicy,
+    /// What goes first when room is needed while a prompt is evaluated.
+    pub prompt_eviction: PromptEviction,
+}
+
+/// What a prompt's ubatches evict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PromptEviction {
+    /// The layers in the order of their next use, farthest first: the layer being computed
+    /// (its unselected experts), then the one before it, and so on back round to the next.
+    /// Every prompt ubatch selects nearly all of a layer's experts, layer after layer, so
+    /// its accesses are a cycle over the layers; for a cycle, the expert used most recently
+    /// is the one needed last (Belady's choice), and evicting it keeps the same experts
+    /// resident from one ubatch to the next. The policy's order evicts the least recently
+    /// used first, which in a cycle is the next needed: it keeps nothing across ubatches.
+    #[default]
+    Cyclic,
+    /// The cache policy's order, as in decode.
+    Policy,
 }
 
 const NIL: u32 = u32::MAX;
@@ -290,9 +308,40 @@ impl<A: Advisor> Pager<A> {
         self.counters.resident_bytes.set(self.resident_bytes);
     }
 
-    /// Evict unprotected slots in the policy's order until `resident_bytes + need <= target`.
-    /// Returns whether the target was reached.
+    /// The next unprotected resident slot in [`PromptEviction::Cyclic`] order, starting
+    /// the walk at `*cursor` (a count of slots walked, kept between calls of one
+    /// `make_room`, so the walk over all slots happens once): from the latest routed layer
+    /// backwards, each layer's experts in id order.
+    fn cyclic_victim(
+        &self,
+        cursor: &mut usize,
+        protected: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let n = self.n_expert as usize;
+        let n_layers = self.layers.len();
+        let current = self
+            .last_layer
+            .and_then(|l| self.layer_pos.get(l as usize).copied())
+            .filter(|&p| p != NIL)?;
+        while *cursor < n_layers * n {
+            let (back, e) = (*cursor / n, *cursor % n);
+            let pos = (current as usize + n_layers - back % n_layers) % n_layers;
+            let s = pos * n + e;
+            if self.resident[s] && !protected(s) {
+                return Some(s);
+            }
+            *cursor += 1;
+        }
+        None
+    }
+
+    /// Evict unprotected slots until `resident_bytes + need <= target`: in the policy's
+    /// order, or while a prompt is evaluated in [`PromptEviction`]'s. Returns whether the
+    /// target was reached.
     fn make_room(&mut self, need: u64, target: u64) -> bool {
+        let cyclic =
+            self.phase == Phase::Prompt && self.config.prompt_eviction == PromptEviction::Cyclic;
+        let mut cursor = 0;
         let mut reached = true;
         while self.resident_bytes + need > target {
             let (epoch, clock, window) = (self.epoch, self.clock, self.config.hot_window_tokens);
@@ -304,7 +353,12 @@ impl<A: Advisor> Pager<A> {
                     || guess[s]
                     || (window > 0 && clock.saturating_sub(last_used[s]) < window)
             };
-            match self.order.coldest(protected) {
+            let victim = if cyclic {
+                self.cyclic_victim(&mut cursor, protected)
+            } else {
+                self.order.coldest(protected)
+            };
+            match victim {
                 Some(s) => self.evict_slot(s),
                 None => {
                     reached = false;

@@ -50,6 +50,7 @@ fn pager_with(
             hot_window_tokens: window,
             page_size: PAGE,
             policy,
+            prompt_eviction: PromptEviction::default(),
         },
         N_EXPERT,
         layers,
@@ -74,6 +75,7 @@ fn one_layer(offset: u64, bytes_per_expert: u64) -> Pager<Recorder> {
             hot_window_tokens: 0,
             page_size: PAGE,
             policy: CachePolicy::Lru,
+            prompt_eviction: PromptEviction::default(),
         },
         4,
         layers,
@@ -97,6 +99,7 @@ fn misses_are_advised_in_and_hits_are_not() {
     assert_eq!(p.resident_bytes(), 3 * EXPERT);
 }
 
+/// Decode steps evict in the policy's order (here LRU), whatever the prompt eviction.
 #[test]
 fn evicts_least_recently_used_first() {
     let mut p = pager(3, 0, 1);
@@ -272,6 +275,7 @@ fn misses_are_advised_tensor_by_tensor_in_expert_order_then_flushed() {
             hot_window_tokens: 0,
             page_size: PAGE,
             policy: CachePolicy::Lru,
+            prompt_eviction: PromptEviction::default(),
         },
         8,
         layers,
@@ -497,4 +501,30 @@ fn the_audit_counts_every_non_resident_expert_or_only_the_evicted() {
     assert_eq!(experts(true), vec![0]);
     assert_eq!(experts(false).len(), N_EXPERT as usize - 2);
     assert_eq!(experts(false)[..2], [0, 3]);
+}
+
+/// A prompt's ubatches each select every expert of every layer, layer after layer. With
+/// room for 24 of 64 experts, the policy's order (least recently used first) evicts each
+/// layer's experts just before the next ubatch needs them and keeps nothing; cyclic
+/// eviction drops the layers that ran last and keeps at least 24 - 16 = 8 across every
+/// ubatch.
+#[test]
+fn cyclic_prompt_eviction_keeps_experts_across_ubatches_where_lru_keeps_none() {
+    let hits_over_4_ubatches = |prompt_eviction: PromptEviction, policy: CachePolicy| {
+        let mut p = pager_with(policy, 24, 0, 4);
+        p.config.prompt_eviction = prompt_eviction;
+        for _ubatch in 0..4 {
+            for layer in 0..4 {
+                p.route(layer, Phase::Prompt, 128, 0..N_EXPERT as i32);
+                assert!(p.resident_bytes() <= 24 * EXPERT);
+                p.order.check(&p.resident);
+            }
+        }
+        p.counters.prompt.cache_hits.get()
+    };
+    for policy in [CachePolicy::Lru, CachePolicy::DEFAULT] {
+        assert_eq!(hits_over_4_ubatches(PromptEviction::Policy, policy), 0);
+        let cyclic = hits_over_4_ubatches(PromptEviction::Cyclic, policy);
+        assert!(cyclic >= 3 * 8, "{policy:?}: {cyclic} hits");
+    }
 }

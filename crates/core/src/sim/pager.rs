@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::{Clock, Costs, Key, Policy, Step};
-use crate::pager::{Advisor, CachePolicy, FileRange, Pager, PagerConfig};
+use crate::pager::{Advisor, CachePolicy, FileRange, Pager, PagerConfig, PromptEviction};
 use crate::stats::PagerCounters;
 
 /// An advisor that only answers: evictions drop what they are asked to.
@@ -38,6 +38,7 @@ impl PagerReplay {
             hot_window_tokens: 0,
             page_size: costs.page,
             policy,
+            prompt_eviction: PromptEviction::default(),
         };
         PagerReplay {
             pager: Pager::new(Replayed, config, n_expert, costs.layers, counters),

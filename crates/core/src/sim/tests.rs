@@ -1,6 +1,6 @@
 use super::*;
 
-use crate::pager::Phase;
+use crate::pager::{Phase, PromptEviction};
 
 /// One layer, decode steps of one expert each: the classic page-reference string.
 fn single(refs: &[u16]) -> Vec<Step> {
@@ -220,6 +220,7 @@ fn the_pagers_policies_replay_exactly_what_the_pager_counts() {
             hot_window_tokens: 0,
             page_size: 1,
             policy,
+            prompt_eviction: PromptEviction::default(),
         };
         let mut pager = Pager::new(Nothing, config, 32, c.layers.clone(), counters.clone());
         for s in &steps {

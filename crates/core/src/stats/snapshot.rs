@@ -26,6 +26,8 @@ pub struct RunStats {
     pub prompt_tokens: Counter,
     pub reused_prompt_tokens: Counter,
     pub generated_tokens: Counter,
+    /// The context's ubatch (`n_ubatch`), once one exists.
+    pub n_ubatch: Counter,
     pub prefill_us: Counter,
     pub decode_us: Counter,
     pub read_bytes_after_load: Counter,
@@ -107,6 +109,9 @@ pub struct TokensSection {
     pub prompt_reused: u64,
     pub generated: u64,
     pub generated_ids: Vec<i32>,
+    /// Tokens per graph evaluation of the run's context (0 before it exists).
+    #[serde(default)]
+    pub ubatch: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -368,6 +373,7 @@ impl RunStats {
                     .lock()
                     .map(|v| v.clone())
                     .unwrap_or_default(),
+                ubatch: self.n_ubatch.get(),
             },
             tok_per_s: TokPerSec {
                 prefill: rate(prompt, self.prefill_us.get()),

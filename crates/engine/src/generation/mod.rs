@@ -28,7 +28,7 @@ use epm_core::stats::RunStats;
 use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
-use crate::session::{Prefilled, Sampler, SamplingParams, Session, Step};
+use crate::session::{PrefillProgress, Prefilled, Sampler, SamplingParams, Session, Step};
 use epm_chat::{OutputParser, Piece};
 use text::{StopMatcher, Utf8Stream};
 
@@ -45,12 +45,14 @@ pub trait Backend {
         params: SamplingParams,
         constraint: Option<&Constraint>,
     ) -> Result<Self::Sampler, EngineError>;
-    /// Make `seq` hold `prompt` with its logits ready, reusing what `cache` allows.
+    /// Make `seq` hold `prompt` with its logits ready, reusing what `cache` allows;
+    /// `progress` hears how far it has come, before the first ubatch and after each.
     fn prefill(
         &mut self,
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
+        progress: &mut dyn FnMut(PrefillProgress),
     ) -> Result<Prefilled, EngineError>;
     /// One decode step of every sequence in `steps`; the logits of step `i` are at `i`.
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError>;
@@ -84,8 +86,9 @@ impl Backend for Session<'_> {
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
+        progress: &mut dyn FnMut(PrefillProgress),
     ) -> Result<Prefilled, EngineError> {
-        self.prefill_reusing(seq, cache, prompt)
+        self.prefill_reusing(seq, cache, prompt, progress)
     }
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
         Session::decode(self, steps)
@@ -154,7 +157,8 @@ pub struct TokenText {
     pub bytes: Vec<u8>,
 }
 
-/// What a job's receiver is told, in order: `Started`, `Text`s, then `Done` or `Failed`.
+/// What a job's receiver is told, in order: `Progress`es, `Started`, `Text`s (and the other
+/// output events), then `Done` or `Failed`.
 #[derive(Debug)]
 pub enum Event {
     Started {
@@ -171,6 +175,9 @@ pub enum Event {
     ToolCall(epm_chat::ToolCall),
     /// A sampled token's log-probabilities (when the job asked for them), before its text.
     Logprob(TokenLogprob),
+    /// How far the prompt's prefill has come: before `Started`, once before the first
+    /// ubatch and after each.
+    Progress(PrefillProgress),
     Done {
         finish_reason: FinishReason,
         completion_tokens: usize,
@@ -266,6 +273,8 @@ pub struct SlotView {
     /// Of the slot's latest job: prompt tokens, those reused from its cache, tokens generated.
     pub prompt_tokens: AtomicU64,
     pub reused_tokens: AtomicU64,
+    /// Prompt tokens evaluated so far (of `prompt_tokens - reused_tokens`).
+    pub prefilled: AtomicU64,
     pub generated: AtomicU64,
 }
 
@@ -534,14 +543,27 @@ impl<'b, B: Backend> Generator<'b, B> {
                 v.prompt_tokens
                     .store(job.prompt.len() as u64, Ordering::Relaxed);
                 v.reused_tokens.store(0, Ordering::Relaxed);
+                v.prefilled.store(0, Ordering::Relaxed);
                 v.generated.store(0, Ordering::Relaxed);
             }
             let stats = self.backend.stats().clone();
             let started = Instant::now();
             let seq = self.slots[i].seq;
-            let filled = self
-                .backend
-                .prefill(seq, &mut self.slots[i].cache, &job.prompt);
+            let counters = Arc::clone(&self.counters);
+            let slot_view = counters.slots.get(i);
+            let events = &mut job.events;
+            let filled = self.backend.prefill(
+                seq,
+                &mut self.slots[i].cache,
+                &job.prompt,
+                &mut |p: PrefillProgress| {
+                    if let Some(v) = slot_view {
+                        v.reused_tokens.store(p.cached as u64, Ordering::Relaxed);
+                        v.prefilled.store(p.evaluated as u64, Ordering::Relaxed);
+                    }
+                    events.send(Event::Progress(p));
+                },
+            );
             stats.prefill_us.add(started.elapsed().as_micros() as u64);
             let filled = match filled {
                 Ok(f) => f,

@@ -69,6 +69,7 @@ impl Backend for Fake {
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
+        progress: &mut dyn FnMut(PrefillProgress),
     ) -> Result<Prefilled, EngineError> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
@@ -80,6 +81,17 @@ impl Backend for Fake {
             .take_while(|(a, b)| a == b)
             .count()
             .min(prompt.len() - 1);
+        let to_evaluate = prompt.len() - reused;
+        progress(PrefillProgress {
+            cached: reused,
+            evaluated: 0,
+            to_evaluate,
+        });
+        progress(PrefillProgress {
+            cached: reused,
+            evaluated: to_evaluate,
+            to_evaluate,
+        });
         cache.tokens = prompt.to_vec();
         let script = self.scripts.get(&prompt[0]).cloned().unwrap_or_default();
         self.running.insert(seq, (script, 0));
@@ -210,6 +222,52 @@ fn one_slot_generates_its_script_and_never_decodes_the_last_token() {
     assert_eq!(c.completed.load(Ordering::Relaxed), 1);
     assert_eq!(c.completion_tokens.load(Ordering::Relaxed), 4);
     assert!(g.idle());
+}
+
+/// Prefill progress reaches the job before it starts, and the slot's view follows it.
+#[test]
+fn prefill_progress_comes_before_started_and_reaches_the_slot_view() {
+    let mut fake = Fake::new(1, &[(9, &[1, EOG])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9, 8, 7, 6], 4, &[]);
+    g.submit(j);
+    g.run_until_idle();
+    let events = rec.events.lock().unwrap();
+    let progress: Vec<PrefillProgress> = events
+        .iter()
+        .take_while(|e| !matches!(e, Event::Started { .. }))
+        .filter_map(|e| match e {
+            Event::Progress(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let whole = PrefillProgress {
+        cached: 0,
+        evaluated: 4,
+        to_evaluate: 4,
+    };
+    assert_eq!(
+        progress,
+        vec![
+            PrefillProgress {
+                evaluated: 0,
+                ..whole
+            },
+            whole
+        ]
+    );
+    let started = events
+        .iter()
+        .position(|e| matches!(e, Event::Started { .. }))
+        .unwrap();
+    assert!(
+        !events[started..]
+            .iter()
+            .any(|e| matches!(e, Event::Progress(_))),
+        "no progress after the prefill"
+    );
+    let view = &g.counters().slots[0];
+    assert_eq!(view.prefilled.load(Ordering::Relaxed), 4);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use epm_core::budget::Budgets;
 use epm_core::model::ModelIndex;
-use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig};
+use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
 use epm_sys::{inward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
@@ -43,10 +43,15 @@ pub struct PagingOptions {
     pub evict_thread: bool,
     /// Tokens of a prefill ubatch the predictor samples (0: no prediction in prefill).
     pub prefill_predict_tokens: usize,
+    /// Whether predictions add the router's own bias (`ffn_gate_inp.bias`) as llama.cpp
+    /// does; off only to measure what it is worth.
+    pub predict_router_bias: bool,
     /// Experts used within this many recent tokens are never evicted.
     pub hot_window_tokens: u64,
     /// What the pager evicts first.
     pub cache_policy: CachePolicy,
+    /// What the pager evicts first while a prompt is evaluated.
+    pub prompt_eviction: PromptEviction,
     /// Write the routing trace here.
     pub trace_file: Option<PathBuf>,
 }
@@ -59,8 +64,10 @@ impl Default for PagingOptions {
             ahead_thread: false,
             evict_thread: false,
             prefill_predict_tokens: 512,
+            predict_router_bias: true,
             hot_window_tokens: 0,
             cache_policy: CachePolicy::DEFAULT,
+            prompt_eviction: PromptEviction::default(),
             trace_file: None,
         }
     }
@@ -142,7 +149,15 @@ pub(crate) fn attach(
     // only add its router products to every decode layer.
     let depth = prediction_depth(opts.prediction, &files);
     let predictor = (depth > 0 && !every_expert_fits)
-        .then(|| Predictor::new(index, &files, depth, opts.prefill_predict_tokens))
+        .then(|| {
+            Predictor::new(
+                index,
+                &files,
+                depth,
+                opts.prefill_predict_tokens,
+                opts.predict_router_bias,
+            )
+        })
         .flatten();
     let layers = LayerSpec::from_index(index);
     let mut advisor = OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone());
@@ -166,6 +181,7 @@ pub(crate) fn attach(
             hot_window_tokens: opts.hot_window_tokens,
             page_size: page_size() as u64,
             policy: opts.cache_policy,
+            prompt_eviction: opts.prompt_eviction,
         },
         index.n_expert,
         layers,

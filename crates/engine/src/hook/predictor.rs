@@ -6,16 +6,17 @@
 use llama_cpp_sys_2::{ggml_tensor, GGML_TYPE_F32};
 
 use epm_core::model::ModelIndex;
-use epm_core::predict::Selector;
+use epm_core::predict::{RouterBiases, Selector};
 use epm_gguf::GgmlType;
 use epm_sys::FileMapping;
 
-/// Where one layer's router (and selection bias) lie in llama.cpp's file mapping: checked
-/// at construction to be inside a mapped VMA, `n_expert x n_embd` and `n_expert` f32.
+/// Where one layer's router (and its biases) lie in llama.cpp's file mapping: checked at
+/// construction to be inside a mapped VMA, `n_expert x n_embd` and `n_expert` f32 each.
 #[derive(Debug, Clone, Copy)]
 struct RouterRows {
     addr: usize,
-    bias: Option<usize>,
+    selection_bias: Option<usize>,
+    logit_bias: Option<usize>,
 }
 
 /// Ubatches of at most this many tokens (decode steps) are predicted from every token, up
@@ -39,12 +40,14 @@ pub struct Predictor {
 
 impl Predictor {
     /// The predictor, when every router is F32 inside the file mappings and the gating
-    /// function is known; `None` (with a log line) otherwise.
+    /// function is known; `None` (with a log line) otherwise. Without `logit_bias`, routers'
+    /// own biases are left out (to measure what they are worth).
     pub fn new(
         index: &ModelIndex,
         files: &[FileMapping],
         depth: u32,
         prefill_tokens: usize,
+        logit_bias: bool,
     ) -> Option<Predictor> {
         let n_layer = index.layers.iter().map(|l| l.layer + 1).max()? as usize;
         let n_expert = index.n_expert as usize;
@@ -77,12 +80,19 @@ impl Predictor {
                 return None;
             }
             // A bias outside the mapping is left out: predictions are then plain top-k.
-            let bias = r.selection_bias.and_then(|(file, offset)| {
-                let a = files[file].addr_of(offset);
-                files[file].contains(a, n_expert * 4).then_some(a)
-            });
+            let mapped = |at: Option<(usize, u64)>| {
+                at.and_then(|(file, offset)| {
+                    let a = files[file].addr_of(offset);
+                    files[file].contains(a, n_expert * 4).then_some(a)
+                })
+            };
+            let rows = RouterRows {
+                addr,
+                selection_bias: mapped(r.selection_bias),
+                logit_bias: mapped(r.logit_bias.filter(|_| logit_bias)),
+            };
             if let Some(slot) = routers.get_mut(r.layer as usize) {
-                *slot = Some(RouterRows { addr, bias });
+                *slot = Some(rows);
             }
         }
         let next_layer = (0..n_layer)
@@ -133,14 +143,17 @@ impl Predictor {
         {
             return None;
         }
-        // SAFETY: the router rows and bias were checked at construction to lie inside a VMA
-        // of llama.cpp's file mapping (`n_expert * n_embd` and `n_expert` f32), which stays
-        // mapped while the hook (and so this predictor) lives; nothing writes to it.
-        let (router, bias) = unsafe {
+        // SAFETY: the router rows and biases were checked at construction to lie inside a
+        // VMA of llama.cpp's file mapping (`n_expert * n_embd` and `n_expert` f32), which
+        // stays mapped while the hook (and so this predictor) lives; nothing writes to it.
+        let (router, biases) = unsafe {
+            let vector = |b: usize| std::slice::from_raw_parts(b as *const f32, n_expert);
             (
                 std::slice::from_raw_parts(rows.addr as *const f32, n_expert * n_embd),
-                rows.bias
-                    .map(|b| std::slice::from_raw_parts(b as *const f32, n_expert)),
+                RouterBiases {
+                    logit: rows.logit_bias.map(vector),
+                    selection: rows.selection_bias.map(vector),
+                },
             )
         };
         self.selector.clear();
@@ -153,7 +166,7 @@ impl Predictor {
                     n_embd,
                 )
             };
-            self.selector.add_token(router, hidden, bias);
+            self.selector.add_token(router, hidden, biases);
         }
         Some(self.selector.chosen())
     }

@@ -4,6 +4,7 @@
 
 mod stream;
 pub mod wire;
+pub use stream::prompt_progress;
 
 use std::sync::Arc;
 
@@ -104,13 +105,14 @@ async fn respond<C: serde::Serialize>(
     .into_response())
 }
 
-fn shape(state: &AppState, prefix: &str, chat: bool, include_usage: bool) -> ChunkShape {
+fn shape(state: &AppState, prefix: &str, chat: bool, sampling: &wire::Sampling) -> ChunkShape {
     ChunkShape {
         id: wire::new_id(prefix),
         created: wire::now(),
         model: state.model_name.clone(),
         chat,
-        include_usage,
+        include_usage: sampling.include_usage(),
+        return_progress: sampling.return_progress,
     }
 }
 
@@ -220,7 +222,7 @@ async fn chat(
     };
     let prepared =
         prepare_chat(loaded, chat, &ask, &req.sampling.asked(max, None))?.with_logprobs(logprobs);
-    let shape = shape(&state, "chatcmpl", true, req.sampling.include_usage());
+    let shape = shape(&state, "chatcmpl", true, &req.sampling);
     respond(&state, prepared, shape, req.sampling.stream, |c| {
         let calls: Vec<WireToolCall> = c.tool_calls.iter().map(|t| WireToolCall::new(t, None)).collect();
         let content = if calls.is_empty() || !c.text.trim().is_empty() {
@@ -280,7 +282,7 @@ async fn completions(
     )?
     .with_output(plan)
     .with_logprobs(logprobs);
-    let shape = shape(&state, "cmpl", false, req.sampling.include_usage());
+    let shape = shape(&state, "cmpl", false, &req.sampling);
     respond(&state, prepared, shape, req.sampling.stream, |c| {
         TextChoice {
             index: 0,

@@ -25,6 +25,9 @@ pub struct ChunkShape {
     pub model: String,
     pub chat: bool,
     pub include_usage: bool,
+    /// Send a chunk with `prompt_progress` per prefill ubatch (llama-server's
+    /// `return_progress`).
+    pub return_progress: bool,
 }
 
 impl ChunkShape {
@@ -91,6 +94,17 @@ impl ChunkShape {
     }
 }
 
+/// llama-server's `prompt_progress`: the prompt's tokens, those reused from the cache, those
+/// in the cache now (reused + evaluated), and the milliseconds since the first report.
+pub fn prompt_progress(p: &epm_engine::PrefillProgress, since: std::time::Instant) -> Value {
+    json!({
+        "total": p.cached + p.to_evaluate,
+        "cache": p.cached,
+        "processed": p.cached + p.evaluated,
+        "time_ms": since.elapsed().as_millis() as u64,
+    })
+}
+
 fn data(v: &Value) -> SseEvent {
     SseEvent::default().data(v.to_string())
 }
@@ -101,6 +115,8 @@ fn done() -> SseEvent {
 
 struct State {
     shape: ChunkShape,
+    /// When the first progress report came: `prompt_progress.time_ms` counts from it.
+    progress_since: Option<std::time::Instant>,
     usage: generation::Usage,
     pending: VecDeque<SseEvent>,
     finished: bool,
@@ -148,6 +164,18 @@ impl State {
                     self.pending.push_back(data(&c));
                 }
             }
+            Event::Progress(p) => {
+                if self.shape.return_progress {
+                    let since = *self
+                        .progress_since
+                        .get_or_insert_with(std::time::Instant::now);
+                    let mut c =
+                        self.shape
+                            .delta_chunk(serde_json::Map::new(), false, None, Value::Null);
+                    c["prompt_progress"] = prompt_progress(&p, since);
+                    self.pending.push_back(data(&c));
+                }
+            }
             Event::Logprob(l) => {
                 // Sent before its token's text, which may be held back: a chunk of its own.
                 let lp = if self.shape.chat {
@@ -192,6 +220,7 @@ pub fn sse(
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let state = State {
         shape,
+        progress_since: None,
         usage: Default::default(),
         pending: VecDeque::new(),
         finished: false,

@@ -56,6 +56,9 @@ pub struct Sampling {
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
     pub n: Option<u32>,
+    /// llama-server's: streamed chunks carry `prompt_progress` while the prompt is read.
+    #[serde(default)]
+    pub return_progress: bool,
 }
 
 impl Sampling {

@@ -24,21 +24,41 @@ impl Preset {
             (k("embedding_length"), Value::U32(self.n_embd as u32)),
             (k("block_count"), Value::U32(self.n_layer)),
             (k("attention.head_count"), Value::U32(self.n_head as u32)),
-            (k("rope.freq_base"), Value::F32(1_000_000.0)),
             (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         ];
+        let rope_freq_base = match self.layout {
+            Layout::SinkSwa { rope_freq_base, .. } => rope_freq_base,
+            _ => 1_000_000.0,
+        };
+        m.push((k("rope.freq_base"), Value::F32(rope_freq_base)));
+        // Attention heads as most layouts give them: KV heads, key and value widths.
+        let heads = [
+            (
+                k("attention.head_count_kv"),
+                Value::U32(self.n_head_kv as u32),
+            ),
+            (k("attention.key_length"), Value::U32(self.head_dim as u32)),
+            (
+                k("attention.value_length"),
+                Value::U32(self.head_dim as u32),
+            ),
+        ];
         match self.layout {
-            Layout::Plain => m.extend([
+            Layout::SinkSwa {
+                sliding_window,
+                yarn_factor,
+                yarn_original_context,
+                ..
+            } => m.extend(heads.into_iter().chain([
+                (k("attention.sliding_window"), Value::U32(sliding_window)),
+                (k("rope.scaling.type"), Value::String("yarn".into())),
+                (k("rope.scaling.factor"), Value::F32(yarn_factor)),
                 (
-                    k("attention.head_count_kv"),
-                    Value::U32(self.n_head_kv as u32),
+                    k("rope.scaling.original_context_length"),
+                    Value::U32(yarn_original_context),
                 ),
-                (k("attention.key_length"), Value::U32(self.head_dim as u32)),
-                (
-                    k("attention.value_length"),
-                    Value::U32(self.head_dim as u32),
-                ),
-            ]),
+            ])),
+            Layout::Plain => m.extend(heads),
             Layout::GatedDeltaNet {
                 full_attention_interval,
                 conv_kernel,
@@ -47,16 +67,7 @@ impl Preset {
                 v_heads,
                 rope_dim,
                 rope_sections,
-            } => m.extend([
-                (
-                    k("attention.head_count_kv"),
-                    Value::U32(self.n_head_kv as u32),
-                ),
-                (k("attention.key_length"), Value::U32(self.head_dim as u32)),
-                (
-                    k("attention.value_length"),
-                    Value::U32(self.head_dim as u32),
-                ),
+            } => m.extend(heads.into_iter().chain([
                 (k("rope.dimension_count"), Value::U32(rope_dim as u32)),
                 (
                     k("rope.dimension_sections"),
@@ -80,7 +91,7 @@ impl Preset {
                 (k("ssm.state_size"), Value::U32(state_size as u32)),
                 (k("ssm.time_step_rank"), Value::U32(v_heads as u32)),
                 (k("ssm.group_count"), Value::U32(k_heads as u32)),
-            ]),
+            ])),
             Layout::KimiDeltaMla {
                 conv_kernel,
                 kda_head_dim,
@@ -163,7 +174,10 @@ impl Preset {
                 "tokenizer.ggml.model".to_string(),
                 Value::String("gpt2".into()),
             ),
-            ("tokenizer.ggml.pre".into(), Value::String("qwen2".into())),
+            (
+                "tokenizer.ggml.pre".into(),
+                Value::String(self.chat.pre_tokenizer().into()),
+            ),
             (
                 "tokenizer.ggml.tokens".into(),
                 Value::strings(tok.tokens.iter().cloned()),
@@ -185,7 +199,7 @@ impl Preset {
             ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
             (
                 "tokenizer.chat_template".into(),
-                Value::String(tokenizer::CHAT_TEMPLATE.into()),
+                Value::String(self.chat.template().into()),
             ),
         ]);
         m

@@ -31,6 +31,16 @@ pub enum Layout {
         rope_dim: u64,
         rope_sections: [i32; 4],
     },
+    /// gpt-oss: attention with biases and per-head sinks, sliding-window attention in every
+    /// other layer, YaRN-scaled RoPE; routed experts with biases and a router bias.
+    SinkSwa {
+        /// `attention.sliding_window`, in tokens.
+        sliding_window: u32,
+        rope_freq_base: f32,
+        /// YaRN: the context is `yarn_factor` times the trained one.
+        yarn_factor: f32,
+        yarn_original_context: u32,
+    },
     /// bailingmoe3: Kimi delta attention (KDA) layers, with multi-head latent attention (MLA)
     /// in every `mla_interval`-th layer; leading dense layers; shared experts.
     KimiDeltaMla {
@@ -90,8 +100,10 @@ pub struct Preset {
     pub routing_locality: f64,
     /// Tokens of generated text over which the topic drifts from one anchor to the next.
     pub topic_span: u32,
-    /// Files the model is written as by default (1, or 2 for presets shipped in shards).
+    /// Files the model is written as by default (1, or more for presets shipped in shards).
     pub shards: u32,
+    /// The chat template and control tokens.
+    pub chat: tokenizer::ChatFormat,
 }
 
 impl Preset {
@@ -161,7 +173,7 @@ impl Preset {
     /// Whether layer `l` uses (full or latent) attention rather than a linear-attention mixer.
     pub fn is_attention_layer(&self, l: u32) -> bool {
         match self.layout {
-            Layout::Plain => true,
+            Layout::Plain | Layout::SinkSwa { .. } => true,
             Layout::GatedDeltaNet {
                 full_attention_interval: i,
                 ..
@@ -176,7 +188,9 @@ impl Preset {
     pub fn expert_bytes(&self) -> u64 {
         self.tensors()
             .iter()
-            .filter(|t| epm_core::model::is_routed_expert_name(&t.name))
+            .filter(|t| {
+                epm_core::model::is_routed_expert(&t.name, &t.dims, u64::from(self.n_expert))
+            })
             .map(TensorSpec::n_bytes)
             .sum()
     }

@@ -2,6 +2,7 @@
 //! numbers live here and nowhere else.
 
 use super::{Layout, Preset};
+use crate::tokenizer::ChatFormat;
 use epm_core::model::GatingFunc;
 use epm_gguf::GgmlType;
 
@@ -80,6 +81,7 @@ pub fn table() -> Vec<Preset> {
         routing_locality: 0.0,
         topic_span: 32,
         shards: 1,
+        chat: ChatFormat::ChatMl,
     };
     let qwen3_30b = Preset {
         name: "qwen3-30b-a3b",
@@ -202,6 +204,66 @@ pub fn table() -> Vec<Preset> {
         shards: 2,
         ..tiny.clone()
     };
+    // gpt-oss-20b as ggml-org ships it (12.8 GiB): 24 layers, sliding-window attention (128
+    // tokens) in every other one, 64 query heads of 64 over 8 KV heads with per-head sinks,
+    // 32 experts (4 used) of 2,880 in MXFP4 with biases, a router bias, BF16 elsewhere,
+    // o200k's 201,088-token vocabulary and the harmony chat format.
+    let gpt_oss_20b = Preset {
+        name: "gpt-oss-20b",
+        arch: "gpt-oss",
+        layout: Layout::SinkSwa {
+            sliding_window: 128,
+            rope_freq_base: 150_000.0,
+            yarn_factor: 32.0,
+            yarn_original_context: 4096,
+        },
+        n_layer: 24,
+        n_embd: 2880,
+        n_head: 64,
+        n_head_kv: 8,
+        head_dim: 64,
+        n_expert: 32,
+        n_expert_used: 4,
+        expert_ff: 2880,
+        n_vocab: 201_088,
+        context_length: 131_072,
+        expert_type: GgmlType::MXFP4,
+        down_type: |_, _| GgmlType::MXFP4,
+        attn_type: GgmlType::BF16,
+        embd_type: GgmlType::BF16,
+        qk_norm: false,
+        chat: ChatFormat::Harmony,
+        ..tiny.clone()
+    };
+    // gpt-oss-120b: the same layers, 36 of them, with 128 experts; shipped in three shards.
+    let gpt_oss_120b = Preset {
+        name: "gpt-oss-120b",
+        n_layer: 36,
+        n_expert: 128,
+        shards: 3,
+        ..gpt_oss_20b.clone()
+    };
+    // The gpt-oss -minis keep a sliding window shorter than a test's generation.
+    let gpt_oss_mini = |name, n_expert, full: &Preset| Preset {
+        name,
+        layout: Layout::SinkSwa {
+            sliding_window: 32,
+            rope_freq_base: 150_000.0,
+            yarn_factor: 32.0,
+            yarn_original_context: 128,
+        },
+        n_layer: 8,
+        n_embd: 512,
+        n_head: 8,
+        n_head_kv: 2,
+        head_dim: 64,
+        n_expert,
+        expert_ff: 512,
+        n_vocab: 2048,
+        context_length: 4096,
+        shards: 1,
+        ..full.clone()
+    };
     vec![
         tiny.clone(),
         Preset {
@@ -291,6 +353,10 @@ pub fn table() -> Vec<Preset> {
             context_length: 4096,
             ..ling.clone()
         },
+        gpt_oss_20b.clone(),
+        gpt_oss_mini("gpt-oss-20b-mini", 32, &gpt_oss_20b),
+        gpt_oss_120b.clone(),
+        gpt_oss_mini("gpt-oss-120b-mini", 64, &gpt_oss_120b),
     ]
 }
 

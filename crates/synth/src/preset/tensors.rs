@@ -19,7 +19,7 @@ impl Preset {
             t.push(TensorSpec::new(n("attn_norm"), &[e], GgmlType::F32));
             self.mixer_tensors(l, &mut t);
             match self.layout {
-                Layout::GatedDeltaNet { .. } => {
+                Layout::GatedDeltaNet { .. } | Layout::SinkSwa { .. } => {
                     t.push(TensorSpec::new(
                         n("post_attention_norm"),
                         &[e],
@@ -62,6 +62,18 @@ impl Preset {
                     t.push(TensorSpec::new(n("attn_q_norm"), &hd, f32));
                     t.push(TensorSpec::new(n("attn_k_norm"), &hd, f32));
                 }
+            }
+            Layout::SinkSwa { .. } => {
+                let q = self.n_head * self.head_dim;
+                let kv = self.n_head_kv * self.head_dim;
+                let b = |s: &str| format!("blk.{l}.{s}.bias");
+                for (name, width) in [("attn_q", q), ("attn_k", kv), ("attn_v", kv)] {
+                    t.push(TensorSpec::new(n(name), &[e, width], at));
+                    t.push(TensorSpec::new(b(name), &[width], f32));
+                }
+                t.push(TensorSpec::new(n("attn_output"), &[q, e], at));
+                t.push(TensorSpec::new(b("attn_output"), &[e], f32));
+                t.push(TensorSpec::new(n("attn_sinks"), &[self.n_head], f32));
             }
             Layout::GatedDeltaNet {
                 conv_kernel,
@@ -171,6 +183,11 @@ impl Preset {
         let n = |s: &str| format!("blk.{l}.{s}.weight");
         let (e, x, f) = (self.n_embd, u64::from(self.n_expert), self.expert_ff);
         t.push(TensorSpec::new(n("ffn_gate_inp"), &[e, x], GgmlType::F32));
+        let biased = matches!(self.layout, Layout::SinkSwa { .. });
+        let bias = |s: &str| format!("blk.{l}.{s}.bias");
+        if biased {
+            t.push(TensorSpec::new(bias("ffn_gate_inp"), &[x], GgmlType::F32));
+        }
         if matches!(self.layout, Layout::KimiDeltaMla { .. }) {
             t.push(TensorSpec::new(
                 format!("blk.{l}.exp_probs_b.bias"),
@@ -201,6 +218,15 @@ impl Preset {
             &[f, e, x],
             (self.down_type)(l, self.n_layer),
         ));
+        if biased {
+            for (name, width) in [
+                ("ffn_gate_exps", f),
+                ("ffn_up_exps", f),
+                ("ffn_down_exps", e),
+            ] {
+                t.push(TensorSpec::new(bias(name), &[width, x], GgmlType::F32));
+            }
+        }
         if self.shexp_ff > 0 {
             let s = self.shexp_ff;
             if matches!(self.layout, Layout::GatedDeltaNet { .. }) {

@@ -1,0 +1,192 @@
+//! What paging costs the kernel: the CPU time, on the thread that asks, to read file ranges
+//! into the page cache through a read-only shared mapping of the file and to drop them
+//! again, with the pager's way of reading (`MADV_WILLNEED`, 4 KiB folios) or with large
+//! folios (`MADV_HUGEPAGE` on the mapping, then `MADV_POPULATE_READ` through the fault
+//! path). Also what stays cached after the drop: a folio that reaches past a range cannot
+//! be dropped by advice on the range alone.
+
+use std::fs::File;
+use std::path::Path;
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use nix::sys::mman::{madvise, MmapAdvise};
+use serde::Serialize;
+
+use crate::{cache, outward, page_size, proc, FileMapping, OsError};
+
+/// How ranges are read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadPath {
+    /// `MADV_WILLNEED` per range, as the pager reads: asynchronous, 4 KiB folios.
+    WillNeed,
+    /// `MADV_HUGEPAGE` on the whole mapping, then `MADV_POPULATE_READ` per range: the fault
+    /// path, which may allocate large (up to PMD-sized) page-cache folios.
+    HugePopulate,
+}
+
+/// One measurement over a set of ranges.
+#[derive(Debug, Clone, Serialize)]
+pub struct PageCost {
+    pub read_path: ReadPath,
+    pub ranges: usize,
+    pub bytes: u64,
+    /// CPU (user + system) of the asking thread per MiB: reading in, and dropping.
+    pub read_cpu_ms_per_mib: f64,
+    pub read_sys_ms_per_mib: f64,
+    pub evict_cpu_ms_per_mib: f64,
+    pub evict_sys_ms_per_mib: f64,
+    /// Wall time until every range was cached.
+    pub read_wall_s: f64,
+    /// Ranges the read left partly uncached (then faulted in, uncounted).
+    pub incomplete_ranges: usize,
+    /// `FileHugePages` of `/proc/meminfo` grown while reading (large file folios made).
+    pub file_huge_pages_bytes: u64,
+    /// Bytes of the file still in the page cache after every range was dropped.
+    pub cached_after_evict_bytes: u64,
+}
+
+/// CPU time of the calling thread so far: (user + system, system), in microseconds.
+fn thread_cpu_us() -> (u64, u64) {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `getrusage` writes one `rusage` into the pointer it is given, which points at
+    // zeroed storage of that type owned by this frame.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, u.as_mut_ptr()) };
+    if rc != 0 {
+        return (0, 0);
+    }
+    // SAFETY: `getrusage` succeeded and filled the struct (and it was zeroed before).
+    let u = unsafe { u.assume_init() };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(u.ru_utime) + us(u.ru_stime), us(u.ru_stime))
+}
+
+fn advise(addr: usize, len: usize, advice: MmapAdvise) -> bool {
+    let Some(ptr) = NonNull::new(addr as *mut std::ffi::c_void) else {
+        return false;
+    };
+    // SAFETY: `[addr, addr+len)` lies inside the read-only shared mapping `measure` made and
+    // keeps until it returns (page-aligned by `outward`); this advice changes no bytes.
+    unsafe { madvise(ptr, len, advice) }.is_ok()
+}
+
+/// Read `ranges` (file offset, length) of `path` in by `read`, wait until all are cached,
+/// then drop them as the pager does ([`FileMapping::evict`]), measuring both. The file is
+/// dropped from the page cache before and after. Fails when the file cannot be mapped, or
+/// the reads do not all land within `timeout`.
+pub fn measure(
+    path: &Path,
+    ranges: &[(u64, u64)],
+    read: ReadPath,
+    timeout: Duration,
+) -> Result<PageCost, OsError> {
+    let io_err = |source| OsError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    cache::drop_file_cache(path).map_err(io_err)?;
+    let file = File::open(path).map_err(io_err)?;
+    // SAFETY: a read-only shared mapping private to this function, unmapped before it
+    // returns; its bytes are never read (only advised), so a concurrent change to the file
+    // cannot be observed through it.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
+    let base = map.as_ptr() as usize;
+    let page = page_size() as u64;
+    if read == ReadPath::HugePopulate {
+        advise(base, map.len(), MmapAdvise::MADV_HUGEPAGE);
+    }
+    // SAFETY: `map` stays mapped, unchanged, until the end of this function, after the last
+    // use of `view`.
+    let view = unsafe { FileMapping::find(path) }?;
+    view.set_random(0, map.len() as u64);
+    let bytes: u64 = ranges.iter().map(|r| r.1).sum();
+    let huge_before = proc::meminfo("FileHugePages").unwrap_or(0);
+    let started = Instant::now();
+    let (cpu0, sys0) = thread_cpu_us();
+    for &(offset, len) in ranges {
+        match read {
+            ReadPath::WillNeed => {
+                view.will_need(offset, len);
+            }
+            ReadPath::HugePopulate => {
+                let (s, e) = outward(offset, len, page);
+                advise(
+                    base + s as usize,
+                    (e - s) as usize,
+                    MmapAdvise::MADV_POPULATE_READ,
+                );
+            }
+        }
+    }
+    let (cpu1, sys1) = thread_cpu_us();
+    // Asynchronous reads land later: wait (sleeping, not counted) until all are cached.
+    // Readahead may leave pages of a range unread (the kernel gives up on a busy page);
+    // once nothing has landed for a second, the rest is faulted in (not counted either),
+    // and how many ranges needed it is reported.
+    let deadline = Instant::now() + timeout;
+    let missing = |pending: &mut Vec<(u64, u64)>| {
+        pending.retain(|&(o, l)| {
+            let (s, e) = outward(o, l, page);
+            view.resident_bytes(o, l) < e - s
+        });
+    };
+    let mut pending: Vec<(u64, u64)> = ranges.to_vec();
+    let (mut last_left, mut still_since) = (usize::MAX, Instant::now());
+    loop {
+        missing(&mut pending);
+        if pending.is_empty() {
+            break;
+        }
+        if pending.len() < last_left {
+            (last_left, still_since) = (pending.len(), Instant::now());
+        } else if still_since.elapsed() > Duration::from_secs(1) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(io_err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "{} ranges were not cached within {timeout:?}",
+                    pending.len()
+                ),
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let incomplete_ranges = pending.len();
+    for &(o, l) in &pending {
+        let (s, e) = outward(o, l, page);
+        advise(
+            base + s as usize,
+            (e - s) as usize,
+            MmapAdvise::MADV_POPULATE_READ,
+        );
+    }
+    let read_wall_s = started.elapsed().as_secs_f64();
+    let huge_after = proc::meminfo("FileHugePages").unwrap_or(0);
+    let (cpu2, sys2) = thread_cpu_us();
+    for &(offset, len) in ranges {
+        view.evict(offset, len);
+    }
+    let (cpu3, sys3) = thread_cpu_us();
+    drop(view);
+    drop(map);
+    let cached_after_evict_bytes = cache::file_cache_resident_bytes(path).map_err(io_err)?;
+    cache::drop_file_cache(path).map_err(io_err)?;
+    let mib = bytes as f64 / (1u64 << 20) as f64;
+    let per_mib = |us: u64| us as f64 / 1000.0 / mib.max(1e-9);
+    Ok(PageCost {
+        read_path: read,
+        ranges: ranges.len(),
+        bytes,
+        read_cpu_ms_per_mib: per_mib(cpu1 - cpu0),
+        read_sys_ms_per_mib: per_mib(sys1 - sys0),
+        evict_cpu_ms_per_mib: per_mib(cpu3 - cpu2),
+        evict_sys_ms_per_mib: per_mib(sys3 - sys2),
+        read_wall_s,
+        incomplete_ranges,
+        file_huge_pages_bytes: huge_after.saturating_sub(huge_before),
+        cached_after_evict_bytes,
+    })
+}

@@ -1,0 +1,98 @@
+//! `epm-run probe-paging`: what paging a model's experts in and out costs the kernel.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use epm_sys::page_cost::{self, PageCost, ReadPath};
+
+use super::exit::UsageError;
+use super::{create_parent, open_index};
+
+#[derive(Args, Debug)]
+pub struct ProbePagingArgs {
+    #[arg(short = 'm', long)]
+    model: PathBuf,
+    /// Experts to read in and drop, spread over the layers and ids (each with its gate, up
+    /// and down slices, as the pager advises them).
+    #[arg(long, default_value_t = 512)]
+    experts: usize,
+    /// Repetitions of each way of reading, alternating.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long, default_value = "validate/page-cost-kernel.json")]
+    out: PathBuf,
+}
+
+#[derive(Serialize)]
+struct Report {
+    command: String,
+    machine: epm_sys::proc::Machine,
+    model: PathBuf,
+    experts: usize,
+    runs: Vec<PageCost>,
+}
+
+pub fn run(a: ProbePagingArgs) -> Result<()> {
+    let index = open_index(&a.model)?;
+    if index.layers.is_empty() {
+        bail!(UsageError(format!(
+            "{} has no routed experts to page",
+            a.model.display()
+        )));
+    }
+    if a.experts == 0 || a.runs == 0 {
+        bail!(UsageError("--experts and --runs must be at least 1".into()));
+    }
+    if index.files.len() > 1 {
+        bail!(UsageError(
+            "probe-paging measures single-file models; give one shard's worth with a single-file model".into()
+        ));
+    }
+    create_parent(&a.out)?;
+    // Experts spread evenly over (layer, id) pairs: the pager's ranges, slice by slice.
+    let n_layer = index.layers.len();
+    let n_expert = index.n_expert as usize;
+    let total = n_layer * n_expert;
+    let step = (total / a.experts.min(total)).max(1);
+    let mut ranges = Vec::new();
+    for k in (0..total).step_by(step).take(a.experts) {
+        let (layer, e) = (&index.layers[k % n_layer], (k / n_layer) % n_expert);
+        for t in &layer.tensors {
+            ranges.push((t.offset + e as u64 * t.bytes_per_expert, t.bytes_per_expert));
+        }
+    }
+    let mut runs = Vec::new();
+    for _ in 0..a.runs {
+        for path in [ReadPath::WillNeed, ReadPath::HugePopulate] {
+            let cost = page_cost::measure(&a.model, &ranges, path, Duration::from_secs(300))
+                .with_context(|| format!("measuring {}", a.model.display()))?;
+            println!(
+                "{:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), drop {:.3} ms/MiB (sys {:.3}), large folios {} MiB, cached after drop {} MiB",
+                format!("{path:?}"),
+                cost.bytes >> 20,
+                cost.read_cpu_ms_per_mib,
+                cost.read_sys_ms_per_mib,
+                cost.evict_cpu_ms_per_mib,
+                cost.evict_sys_ms_per_mib,
+                cost.file_huge_pages_bytes >> 20,
+                cost.cached_after_evict_bytes >> 20
+            );
+            runs.push(cost);
+        }
+    }
+    let report = Report {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: epm_sys::proc::machine(),
+        model: a.model.clone(),
+        experts: a.experts,
+        runs,
+    };
+    epm_sys::fs::write_atomic(&a.out, &serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    println!("wrote {}", a.out.display());
+    Ok(())
+}
