@@ -31,7 +31,17 @@ pub fn run(a: PlanArgs) -> Result<()> {
     let index = open_index(&a.model)?;
     let budget = budget_bytes(a.ram_budget_mb)?;
     let shape = a.shape.resolve(&index, Some(budget), a.parallel)?;
-    let p = make_plan(&index, shape, budget, epm_sys::page_size() as u64);
+    let page = epm_sys::page_size() as u64;
+    let mut p = make_plan(&index, shape, budget, page);
+    if a.shape.ubatch.is_auto() {
+        // `auto` falls back to the smallest ubatch at budgets too small for larger ones, so
+        // the minimum budget is the smallest ubatch's.
+        let smallest = epm_core::plan::RunShape {
+            n_ubatch: *epm_core::plan::AUTO_UBATCHES.last().expect("non-empty"),
+            ..shape
+        };
+        p.min_budget_bytes = make_plan(&index, smallest, budget, page).min_budget_bytes;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
         return Ok(());
