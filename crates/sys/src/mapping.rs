@@ -161,6 +161,13 @@ impl FileMapping {
         any && all
     }
 
+    /// `MADV_HUGEPAGE` on the pages covering a file range: faults may then read the file into
+    /// large page-cache folios (`probe-paging` measures what that costs and frees).
+    pub(crate) fn set_hugepage(&self, offset: u64, len: u64) -> bool {
+        let (s, e) = outward(offset, len, self.page);
+        self.advise(s, e, MmapAdvise::MADV_HUGEPAGE)
+    }
+
     /// `MADV_RANDOM` on the pages covering a file range, so a fault reads only its own page.
     pub fn set_random(&self, offset: u64, len: u64) -> bool {
         let (s, e) = outward(offset, len, self.page);

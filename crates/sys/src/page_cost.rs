@@ -7,10 +7,8 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use nix::sys::mman::{madvise, MmapAdvise};
 use serde::Serialize;
 
 use crate::{cache, outward, page_size, proc, FileMapping, OsError};
@@ -62,15 +60,6 @@ fn thread_cpu_us() -> (u64, u64) {
     (us(u.ru_utime) + us(u.ru_stime), us(u.ru_stime))
 }
 
-fn advise(addr: usize, len: usize, advice: MmapAdvise) -> bool {
-    let Some(ptr) = NonNull::new(addr as *mut std::ffi::c_void) else {
-        return false;
-    };
-    // SAFETY: `[addr, addr+len)` lies inside the read-only shared mapping `measure` made and
-    // keeps until it returns (page-aligned by `outward`); this advice changes no bytes.
-    unsafe { madvise(ptr, len, advice) }.is_ok()
-}
-
 /// Read `ranges` (file offset, length) of `path` in by `read`, wait until all are cached,
 /// then drop them as the pager does ([`FileMapping::evict`]), measuring both. The file is
 /// dropped from the page cache before and after. Fails when the file cannot be mapped, or
@@ -91,15 +80,19 @@ pub fn measure(
     // returns; its bytes are never read (only advised), so a concurrent change to the file
     // cannot be observed through it.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
-    let base = map.as_ptr() as usize;
     let page = page_size() as u64;
-    if read == ReadPath::HugePopulate {
-        advise(base, map.len(), MmapAdvise::MADV_HUGEPAGE);
-    }
     // SAFETY: `map` stays mapped, unchanged, until the end of this function, after the last
     // use of `view`.
     let view = unsafe { FileMapping::find(path) }?;
     view.set_random(0, map.len() as u64);
+    if read == ReadPath::HugePopulate {
+        view.set_hugepage(0, map.len() as u64);
+    }
+    // Fault a file range in now, through the mapping.
+    let populate = |offset: u64, len: u64| {
+        let (s, e) = outward(offset, len, page);
+        view.populate(view.addr_of(s), (e - s) as usize);
+    };
     let bytes: u64 = ranges.iter().map(|r| r.1).sum();
     let huge_before = proc::meminfo("FileHugePages").unwrap_or(0);
     let started = Instant::now();
@@ -109,14 +102,7 @@ pub fn measure(
             ReadPath::WillNeed => {
                 view.will_need(offset, len);
             }
-            ReadPath::HugePopulate => {
-                let (s, e) = outward(offset, len, page);
-                advise(
-                    base + s as usize,
-                    (e - s) as usize,
-                    MmapAdvise::MADV_POPULATE_READ,
-                );
-            }
+            ReadPath::HugePopulate => populate(offset, len),
         }
     }
     let (cpu1, sys1) = thread_cpu_us();
@@ -156,12 +142,7 @@ pub fn measure(
     }
     let incomplete_ranges = pending.len();
     for &(o, l) in &pending {
-        let (s, e) = outward(o, l, page);
-        advise(
-            base + s as usize,
-            (e - s) as usize,
-            MmapAdvise::MADV_POPULATE_READ,
-        );
+        populate(o, l);
     }
     let read_wall_s = started.elapsed().as_secs_f64();
     let huge_after = proc::meminfo("FileHugePages").unwrap_or(0);
