@@ -6,6 +6,9 @@ equal the unpaged run's at the same ubatch.
 
     python3 bench/ttft.py -m W1.gguf --budget-mb 4096 -f bench/w1-prompt-2000.txt \
         --config old-default='-ub 128' --config default= --runs 3 --out validate/ttft-w1-4g.json
+
+`--config-bin LABEL=PATH` runs that configuration with another build (before against
+after, side by side); the warm unpaged bound is always run with `--bin`.
 """
 import argparse, hashlib, json, os, shlex, statistics, sys, tempfile
 
@@ -15,10 +18,10 @@ import epmlib  # noqa: E402
 MIB = 1 << 20
 
 
-def generate(a, tmp, tag, flags, cap=None):
+def generate(a, tmp, tag, flags, cap=None, exe=None):
     stats = os.path.join(tmp, tag + ".json")
     logits = os.path.join(tmp, tag + ".f32")
-    cmd = [a.bin, "generate", "-m", a.model, "-f", a.file, "-n", "1", "-c", str(a.ctx), "-t", "2",
+    cmd = [exe or a.bin, "generate", "-m", a.model, "-f", a.file, "-n", "1", "-c", str(a.ctx), "-t", "2",
            "--stats-file", stats, "--dump-logits", logits, *flags]
     if cap:
         cmd = cap.wrap(cmd)
@@ -45,6 +48,7 @@ def main():
     ap.add_argument("-f", "--file", required=True)
     ap.add_argument("--budget-mb", type=int, required=True)
     ap.add_argument("--config", action="append", default=[], help="LABEL=FLAGS (paged)")
+    ap.add_argument("--config-bin", action="append", default=[], help="LABEL=PATH: that config's build")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
     ap.add_argument("--bin", default="target/release/epm-run")
@@ -53,6 +57,10 @@ def main():
     if not epmlib.Cgroup.available():
         sys.exit("needs a writable cgroup v1 memory controller for the cap")
     configs = [(c.split("=", 1)[0], shlex.split(c.split("=", 1)[1])) for c in a.config]
+    exes = dict(c.split("=", 1) for c in a.config_bin)
+    unknown = set(exes) - {label for label, _ in configs}
+    if unknown:
+        sys.exit(f"--config-bin names no --config: {sorted(unknown)}")
     tmp = tempfile.mkdtemp(prefix="epm-ttft-")
     rows = {label: [] for label, _ in configs}
     budget = ["--ram-budget-mb", str(a.budget_mb)]
@@ -60,7 +68,8 @@ def main():
         for label, flags in configs:
             epmlib.drop_cache(a.model)
             with epmlib.Cgroup(a.budget_mb * MIB, tag=f"ttft-{label}") as cap:
-                row = generate(a, tmp, f"{label}-{r}", budget + flags, cap)
+                row = generate(a, tmp, f"{label}-{r}", budget + flags, cap, exes.get(label))
+                row["bin"] = exes.get(label, a.bin)
                 row.update(cap.facts())
             rows[label].append(row)
             print(json.dumps({label: row}), file=sys.stderr)

@@ -304,8 +304,9 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     );
 }
 
-/// `-ub auto` picks 512 when every expert fits and 128 at the plan's minimum, and a paged
-/// run with its pick is byte-identical to an unpaged run at the same ubatch.
+/// `-ub auto` picks the largest ubatch the context allows (1024 at `-c 1024`) when every
+/// expert fits and 128 at the plan's minimum, and a paged run with its pick (no larger than
+/// the prompt needs) is byte-identical to an unpaged run at the same ubatch.
 #[test]
 fn auto_ubatch_follows_the_budget_and_stays_bit_identical() {
     let _serial = serial();
@@ -323,7 +324,7 @@ fn auto_ubatch_follows_the_budget_and_stays_bit_identical() {
         .as_u64()
         .unwrap()
         .div_ceil(MIB);
-    assert_eq!(pick("4096"), 512);
+    assert_eq!(pick("4096"), 1024);
     assert_eq!(pick(&min_mb.to_string()), 128);
     // A prompt longer than one small ubatch, so the ubatch size matters.
     let prompt = "The quick brown fox jumps over the lazy dog, and the reader should know that \

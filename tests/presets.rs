@@ -27,6 +27,26 @@ fn check_preset(model: &Path, dir: &Path) {
         ids.len()
     );
     assert!(ref_logits.iter().len() > 0);
+    // What llama.cpp reports it reserved stays within the plan's estimates at the same
+    // shape: its compute buffer (one output per sequence) and its KV / recurrent state.
+    let ubatch = ref_stats.tokens.ubatch.to_string();
+    let at = common::plan(model, &["-c", "1024", "-ub", &ubatch]);
+    let (compute, estimate) = (
+        ref_stats.memory.compute_buffer_bytes,
+        at["compute_bytes"].as_u64().unwrap(),
+    );
+    assert!(
+        compute > 0 && compute <= estimate,
+        "llama.cpp's compute buffer {compute} against the plan's {estimate} at ubatch {ubatch}"
+    );
+    let (context, kv) = (
+        ref_stats.memory.context_bytes,
+        at["kv_bytes"].as_u64().unwrap(),
+    );
+    assert!(
+        context > 0 && context <= kv,
+        "llama.cpp's context memory {context} against the plan's {kv}"
+    );
     // Demand paging without and with cross-layer prediction, and prefetch on a thread pool,
     // at the plan's minimum, where speculative reads compete hardest for the budget; and
     // the defaults (prediction on where the kernel shows reads in flight) a little above it.

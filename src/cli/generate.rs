@@ -8,6 +8,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use epm_core::plan::REUSE_AUTO_UBATCH_MAX;
 use epm_core::units::MIB;
 use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
 use epm_engine::telemetry;
@@ -73,7 +74,15 @@ fn constraint(a: &GenerateArgs) -> Result<Option<Constraint>> {
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
-    let run = a.run.set_up(1, &[("--dump-logits", &a.dump_logits)])?;
+    // A chat's prompts grow and reuse the conversation (whole ubatches), like a server's.
+    let auto_max = if a.chat {
+        REUSE_AUTO_UBATCH_MAX
+    } else {
+        u32::MAX
+    };
+    let run = a
+        .run
+        .set_up(1, auto_max, &[("--dump-logits", &a.dump_logits)])?;
     let disk = run.disk_mb_per_s;
     let result = read_prompt(&a).and_then(|prompt| generate(&a, &run, prompt));
     let ok = result.is_ok();

@@ -74,9 +74,10 @@ pub struct ShapeArgs {
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     pub ctx: u32,
     /// Micro-batch size (`-ub`): tokens per graph evaluation. `auto` (the default): paged,
-    /// the largest of 512/256/128 whose compute buffer costs at most an eighth of the expert
-    /// cache (`plan` shows the pick); unpaged, llama.cpp's 512; in `generate`, no larger
-    /// than the prompt needs. Compare runs only at equal ubatch sizes.
+    /// the largest of 2048/1024/512/256/128 (at most 256 for `serve` and `--chat`, whose
+    /// prompts reuse whole ubatches) whose compute buffer costs at most an eighth of the
+    /// expert cache (`plan` shows the pick); unpaged, llama.cpp's 512; in `generate`, no
+    /// larger than the prompt needs. Compare runs only at equal ubatch sizes.
     #[arg(long = "ubatch-size", default_value = "auto", value_parser = parse_ubatch)]
     pub ubatch: Ubatch,
 }
@@ -106,7 +107,14 @@ fn parse_ubatch(s: &str) -> Result<Ubatch, String> {
 impl ShapeArgs {
     /// The run shape for `n_seq` sequences; `auto` ubatch is resolved against `budget`
     /// (the smallest choice without one).
-    pub fn resolve(&self, index: &ModelIndex, budget: Option<u64>, n_seq: u32) -> Result<RunShape> {
+    /// `auto` picks at most `auto_max` (see [`planning::REUSE_AUTO_UBATCH_MAX`]).
+    pub fn resolve(
+        &self,
+        index: &ModelIndex,
+        budget: Option<u64>,
+        n_seq: u32,
+        auto_max: u32,
+    ) -> Result<RunShape> {
         if self.ctx == 0 {
             bail!(UsageError("-c must be greater than 0".into()));
         }
@@ -118,7 +126,7 @@ impl ShapeArgs {
         let n_ubatch = match (self.ubatch, budget) {
             (Ubatch::Fixed(n), _) => n,
             (Ubatch::Auto, Some(b)) => {
-                planning::choose_ubatch(index, shape, b, epm_sys::page_size() as u64)
+                planning::choose_ubatch(index, shape, b, epm_sys::page_size() as u64, auto_max)
             }
             (Ubatch::Auto, None) => planning::UPSTREAM_UBATCH,
         };

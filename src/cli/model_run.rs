@@ -73,8 +73,13 @@ pub struct ModelRun {
 impl ModelRunArgs {
     /// Open the model, check every output path (`outputs` names the command's own) and the
     /// budget against the plan, and start the stats (file on SIGUSR2, memory sampler), for
-    /// `n_seq` parallel sequences.
-    pub fn set_up(&self, n_seq: u32, outputs: &[(&str, &Option<PathBuf>)]) -> Result<ModelRun> {
+    /// `n_seq` parallel sequences; an `auto` ubatch is at most `auto_max`.
+    pub fn set_up(
+        &self,
+        n_seq: u32,
+        auto_max: u32,
+        outputs: &[(&str, &Option<PathBuf>)],
+    ) -> Result<ModelRun> {
         let index = open_index(&self.model)?;
         let disk_mb_per_s = self.disk_probe.as_ref().map(read_probe).transpose()?;
         let own = [
@@ -90,7 +95,7 @@ impl ModelRunArgs {
         let budget = paged
             .then(|| budget_bytes(self.ram_budget_mb))
             .transpose()?;
-        let shape = self.shape.resolve(&index, budget, n_seq)?;
+        let shape = self.shape.resolve(&index, budget, n_seq, auto_max)?;
         let page = epm_sys::page_size() as u64;
         let plan = budget.map(|b| make_plan(&index, shape, b, page));
         let mode = self.pager_mode(&index, plan.as_ref())?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use epm_core::plan::make_plan;
+use epm_core::plan::{choose_ubatch, make_plan, AUTO_UBATCHES, REUSE_AUTO_UBATCH_MAX};
 use epm_core::units::mib_f;
 
 use super::{budget_bytes, open_index, ShapeArgs};
@@ -30,14 +30,16 @@ pub struct PlanArgs {
 pub fn run(a: PlanArgs) -> Result<()> {
     let index = open_index(&a.model)?;
     let budget = budget_bytes(a.ram_budget_mb)?;
-    let shape = a.shape.resolve(&index, Some(budget), a.parallel)?;
+    let shape = a
+        .shape
+        .resolve(&index, Some(budget), a.parallel, u32::MAX)?;
     let page = epm_sys::page_size() as u64;
     let mut p = make_plan(&index, shape, budget, page);
     if a.shape.ubatch.is_auto() {
         // `auto` falls back to the smallest ubatch at budgets too small for larger ones, so
         // the minimum budget is the smallest ubatch's.
         let smallest = epm_core::plan::RunShape {
-            n_ubatch: *epm_core::plan::AUTO_UBATCHES.last().expect("non-empty"),
+            n_ubatch: *AUTO_UBATCHES.last().expect("non-empty"),
             ..shape
         };
         p.min_budget_bytes = make_plan(&index, smallest, budget, page).min_budget_bytes;
@@ -78,9 +80,10 @@ pub fn run(a: PlanArgs) -> Result<()> {
         m(p.margin_bytes)
     );
     println!("min budget       {}", m(p.min_budget_bytes));
+    let reuse_auto = choose_ubatch(&index, shape, budget, page, REUSE_AUTO_UBATCH_MAX);
     println!(
-        "ubatch auto      {} at this budget (largest of 512/256/128 costing at most 1/8 of the expert cache)",
-        p.auto_ubatch
+        "ubatch auto      {} at this budget for one prompt, {} for serve and --chat (largest of {:?} costing at most 1/8 of the expert cache; serve and --chat at most {})",
+        p.auto_ubatch, reuse_auto, AUTO_UBATCHES, REUSE_AUTO_UBATCH_MAX
     );
     if p.fits {
         println!(

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use epm_core::plan::REUSE_AUTO_UBATCH_MAX;
 use epm_engine::chat::ChatTemplate;
 use epm_server::ServerOptions;
 
@@ -66,7 +67,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
             Ok::<_, UsageError>(src)
         })
         .transpose()?;
-    let run = a.run.set_up(a.parallel, &[])?;
+    // Requests share prefixes (a system prompt, a conversation), and reuse keeps whole
+    // ubatches: `auto` stays at a size whose re-evaluated tail is short.
+    let run = a.run.set_up(a.parallel, REUSE_AUTO_UBATCH_MAX, &[])?;
     let opts = ServerOptions {
         addr: SocketAddr::new(a.host, a.port),
         model_name: epm_server::model_name(&a.run.model),

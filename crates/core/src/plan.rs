@@ -70,7 +70,9 @@ pub struct Plan {
     /// `budget_bytes - reserve_bytes`, or 0 when the budget is below the minimum.
     pub expert_budget_bytes: u64,
     pub fits: bool,
-    /// What `--ubatch-size auto` picks at this budget and ctx (see [`choose_ubatch`]).
+    /// What `--ubatch-size auto` picks at this budget and ctx for one prompt (see
+    /// [`choose_ubatch`]); where prompts share prefixes it picks at most
+    /// [`REUSE_AUTO_UBATCH_MAX`].
     pub auto_ubatch: u32,
 }
 
@@ -145,17 +147,22 @@ pub fn kv_bytes(index: &ModelIndex, n_ctx: u32, n_seq: u32) -> u64 {
         + index.recurrent_state_bytes * u64::from(n_seq.max(1))
 }
 
-/// Upper estimate of llama.cpp's compute buffer for one ubatch: activations per token,
-/// attention scores over the context, and logits for every token of the ubatch (the
-/// scheduler reserves the worst-case graph, in which every token is an output).
+/// Upper estimate of llama.cpp's compute buffer for one ubatch, which the engine replaces
+/// after load with the size llama.cpp reports. Per token: a few hidden states, the router's
+/// scores, the selected experts' gate, up and output rows, Q/K/V, and the attention mask
+/// over the context (flash attention, which llama.cpp turns on for the CPU, never holds the
+/// score matrix). Logits for one output per sequence: the engine reserves no more
+/// (`n_outputs_max`). About 4x what llama.cpp reserves on every preset
+/// (`compute_estimate_bounds_what_llama_cpp_reserves` in tests/paging.rs).
 pub fn compute_bytes(index: &ModelIndex, shape: RunShape) -> u64 {
     let u = u64::from(shape.n_ubatch);
-    let per_token = index.n_embd * 4 * 24
+    let head_dim = index.head_dim_k.max(index.head_dim_v);
+    let per_token = index.n_embd * 4 * 16
         + u64::from(index.n_expert) * 4 * 4
-        + u64::from(index.n_expert_used) * index.expert_ff.max(index.n_embd) * 4 * 4
-        + index.n_head.max(1) * u64::from(shape.n_ctx) * 4
-        + index.n_vocab * 4;
-    u * per_token + index.n_vocab * 4 * 8 + 8 * MIB
+        + u64::from(index.n_expert_used) * (2 * index.expert_ff + index.n_embd) * 4
+        + (index.n_head.max(1) + 2 * index.n_head_kv) * head_dim * 4
+        + u64::from(shape.n_ctx) * 4;
+    u * per_token + index.n_vocab * 4 * u64::from(shape.n_seq.max(1)) + 8 * MIB
 }
 
 /// The process itself: code, allocator, thread stacks, and the tokenizer's tables
@@ -239,20 +246,35 @@ pub fn make_plan(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u
         budget_bytes,
         expert_budget_bytes: if fits { budget_bytes - reserve } else { 0 },
         fits,
-        auto_ubatch: choose_ubatch(index, shape, budget_bytes, page),
+        auto_ubatch: choose_ubatch(index, shape, budget_bytes, page, u32::MAX),
     }
 }
 
 /// The ubatch sizes `--ubatch-size auto` considers, largest first.
-pub const AUTO_UBATCHES: [u32; 3] = [512, 256, 128];
+pub const AUTO_UBATCHES: [u32; 5] = [2048, 1024, 512, 256, 128];
 
-/// The largest ubatch whose extra compute buffer costs at most an eighth of the expert cache
-/// the smallest one leaves. A prefill ubatch selects most of every layer's experts, so each
-/// ubatch reloads whatever the cache cannot hold: fewer, larger ubatches read less. But the
-/// compute buffer grows with the ubatch and stays for the whole run, taking cache from
-/// decode; an eighth bounds that loss. With every expert resident, the cost is nothing.
-/// `shape.n_ubatch` is ignored: it is what this chooses.
-pub fn choose_ubatch(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u64) -> u32 {
+/// The largest ubatch `auto` picks where prompts share prefixes (the server, `--chat`).
+/// Prefix reuse keeps whole ubatches (outputs stay identical to a run without reuse), so a
+/// later prompt re-evaluates up to a ubatch less one token of what it shares: the ubatch
+/// that shortens the first prompt lengthens every later one. Measured on W1's 20-request
+/// agent session at 4 GiB: at 512 each later request waited about 44 s against 27 s at
+/// 256, which more than undid the first request's gain (STATUS, #22).
+pub const REUSE_AUTO_UBATCH_MAX: u32 = 256;
+
+/// The largest ubatch, of [`AUTO_UBATCHES`] up to `max` and the context, whose extra compute
+/// buffer costs at most an eighth of the expert cache the smallest one leaves. A prefill
+/// ubatch selects most of every layer's experts, so each ubatch reloads whatever the cache
+/// cannot hold: fewer, larger ubatches read less. But the compute buffer grows with the
+/// ubatch and stays for the whole run, taking cache from decode; an eighth bounds that
+/// loss. With every expert resident, the cost is nothing. `shape.n_ubatch` is ignored: it
+/// is what this chooses.
+pub fn choose_ubatch(
+    index: &ModelIndex,
+    shape: RunShape,
+    budget_bytes: u64,
+    page: u64,
+    max: u32,
+) -> u32 {
     let smallest = *AUTO_UBATCHES.last().expect("non-empty");
     // The expert cache a ubatch size leaves, or None when it does not fit at all.
     let usable = |n_ubatch: u32| {
@@ -265,6 +287,7 @@ pub fn choose_ubatch(index: &ModelIndex, shape: RunShape, budget_bytes: u64, pag
     };
     AUTO_UBATCHES
         .into_iter()
+        .filter(|&u| u <= max && u <= shape.n_ctx)
         .find(|&u| usable(u).is_some_and(|c| base_cache - c.min(base_cache) <= base_cache / 8))
         .unwrap_or(smallest)
 }
@@ -377,11 +400,21 @@ mod tests {
         let index = qwen3_30b();
         let page = 4096;
         let shape = RunShape::new(4096, 128);
-        assert_eq!(choose_ubatch(&index, shape, 64 << 30, page), 512);
+        assert_eq!(choose_ubatch(&index, shape, 64 << 30, page, u32::MAX), 2048);
+        assert_eq!(
+            choose_ubatch(&index, shape, 64 << 30, page, REUSE_AUTO_UBATCH_MAX),
+            256
+        );
+        // Never above the context, which llama.cpp would clamp it to.
+        let small_ctx = RunShape::new(1024, 128);
+        assert_eq!(
+            choose_ubatch(&index, small_ctx, 64 << 30, page, u32::MAX),
+            1024
+        );
         let min = make_plan(&index, shape, 0, page).min_budget_bytes;
-        assert_eq!(choose_ubatch(&index, shape, min, page), 128);
+        assert_eq!(choose_ubatch(&index, shape, min, page, u32::MAX), 128);
         // Below every minimum it still answers (the run is then refused by the plan).
-        assert_eq!(choose_ubatch(&index, shape, MIB, page), 128);
+        assert_eq!(choose_ubatch(&index, shape, MIB, page, u32::MAX), 128);
     }
 
     #[test]
@@ -389,7 +422,7 @@ mod tests {
         let index = qwen3_30b();
         let mut last = 0;
         for gib in 2..40u64 {
-            let u = choose_ubatch(&index, RunShape::new(4096, 128), gib << 30, 4096);
+            let u = choose_ubatch(&index, RunShape::new(4096, 128), gib << 30, 4096, u32::MAX);
             assert!(u >= last, "{gib} GiB picked {u} after {last}");
             let p = make_plan(&index, RunShape::new(4096, u), gib << 30, 4096);
             assert!(
@@ -398,7 +431,7 @@ mod tests {
             );
             last = u;
         }
-        assert_eq!(last, 512);
+        assert_eq!(last, 2048);
     }
 
     #[test]

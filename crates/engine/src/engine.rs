@@ -168,6 +168,12 @@ impl Engine {
             .with_n_batch(s.n_batch)
             .with_n_ubatch(s.n_ubatch)
             .with_n_seq_max(s.n_seq.max(1))
+            // A batch asks for at most one output (logits row) per sequence: a prompt's last
+            // token, or one decode step per slot. llama.cpp reserves its compute buffer for
+            // `n_outputs_max` outputs (by default every token of a ubatch: 311 MiB of logits
+            // at ubatch 512 with a 152k vocabulary), so this keeps only the activations.
+            // The graph a batch runs is built for its own outputs either way: same results.
+            .with_n_outputs_max(s.n_seq.max(1))
             .with_n_threads(s.n_threads)
             .with_n_threads_batch(s.n_threads_batch);
         let read_status = || {
@@ -183,18 +189,27 @@ impl Engine {
         let mapping_rss: u64 = self.index.files.iter().map(|f| proc::mapping_rss(f)).sum();
         self.stats.mapping_rss_after_load.set(mapping_rss);
         self.stats.n_ubatch.set(u64::from(s.n_ubatch));
+        let reported = hooked.memory();
+        if let Some(m) = reported {
+            self.stats.compute_buffer.set(m.compute_bytes);
+            self.stats.context_memory.set(m.context_bytes);
+        }
         if let (PagerMode::On { budget_bytes }, true) = (self.opts.mode, paged) {
             // Context creation reserves memory it touches later: the compute buffer, but
             // also the scheduler's split metadata (about 100 MB of address space on hybrid
             // graphs with 5,120 nodes, almost none of it ever touched). The compute buffer is
-            // the part that becomes resident, and the plan's compute estimate bounds it.
+            // the part that becomes resident: llama.cpp says how large it is (the plan's
+            // estimate, an upper bound, stands in if it does not).
             let virtual_growth = (after.data.saturating_sub(before.data))
                 .saturating_sub(after.rss_anon.saturating_sub(before.rss_anon));
+            let compute = reported.map_or_else(
+                || plan::compute_bytes(&self.index, s.shape()),
+                |m| m.compute_bytes,
+            );
             let measured = Measured {
                 rss_bytes: after.rss,
                 mapping_rss_bytes: mapping_rss,
-                untouched_context_bytes: virtual_growth
-                    .min(plan::compute_bytes(&self.index, s.shape())),
+                untouched_context_bytes: virtual_growth.min(compute),
             };
             let reserve = plan::measured_reserve(&self.index, measured);
             tracing::info!("measured after load: {measured:?}");

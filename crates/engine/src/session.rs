@@ -295,6 +295,15 @@ impl<'e> Session<'e> {
     /// One decode step of every sequence in `steps`, in one batch; the logits of step `i`
     /// are at index `i`.
     pub fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
+        // The context reserves one output per sequence (`n_outputs_max`), and llama.cpp
+        // aborts on a batch that asks for more: refuse it here instead.
+        if steps.len() > self.opts.n_seq.max(1) as usize {
+            return Err(EngineError::Llama(format!(
+                "{} decode steps in one batch, but the context holds {} sequences",
+                steps.len(),
+                self.opts.n_seq.max(1)
+            )));
+        }
         self.batch.clear();
         for s in steps {
             self.batch

@@ -60,6 +60,14 @@ impl ApiError {
         ApiError::new(ErrorKind::BadRequest, message)
     }
 
+    /// A body over `--max-body-mb`.
+    pub fn payload_too_large() -> ApiError {
+        ApiError::new(
+            ErrorKind::PayloadTooLarge,
+            "the request body is larger than the server accepts: send a shorter prompt, or start the server with a larger --max-body-mb",
+        )
+    }
+
     pub fn unavailable(message: impl Into<String>, retry_after: u32) -> ApiError {
         ApiError {
             retry_after: Some(retry_after),
@@ -95,10 +103,7 @@ impl ApiError {
 pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                ErrorKind::PayloadTooLarge,
-                "the request body is larger than the server accepts: send a shorter prompt, or start the server with a larger --max-body-mb",
-            )
+            ApiError::payload_too_large()
         } else {
             ApiError::bad_request(format!("cannot read the request body: {r}"))
         }

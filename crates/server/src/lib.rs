@@ -116,6 +116,10 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .merge(keyed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
+            max_body_bytes,
+            protocol::refuse_oversized,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             protocol::count,
         ))

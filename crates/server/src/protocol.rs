@@ -4,11 +4,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 
 use crate::anthropic::AnthropicError;
 use crate::error::ApiError;
@@ -96,6 +98,40 @@ pub async fn count(State(state): State<Arc<AppState>>, req: Request, next: Next)
     let p = Protocol::of(req.uri().path());
     state.requests.0[p as usize].fetch_add(1, Ordering::Relaxed);
     next.run(req).await
+}
+
+/// The most of an oversized body [`refuse_oversized`] reads before it answers, and for how
+/// long it reads.
+const DRAIN_MAX_BYTES: u64 = 256 << 20;
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A body whose declared length is over the cap is refused with 413 in the path's
+/// protocol's shape before any handler runs, but only after what the client sends of it
+/// has been read and dropped (up to [`DRAIN_MAX_BYTES`], for up to [`DRAIN_TIMEOUT`]). A
+/// server that answers while the client is still sending, and closes, leaves unread bytes
+/// in the socket; the kernel then resets the connection, and the client sees a broken pipe
+/// instead of the 413 that says what to change.
+pub async fn refuse_oversized(State(max_body): State<usize>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_none_or(|n| n <= max_body as u64) {
+        return next.run(req).await;
+    }
+    let protocol = Protocol::of(req.uri().path());
+    let mut body = req.into_body().into_data_stream();
+    let drain = async {
+        let mut read = 0u64;
+        while let Some(Ok(chunk)) = body.next().await {
+            read += chunk.len() as u64;
+            if read > DRAIN_MAX_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+    protocol.error(ApiError::payload_too_large())
 }
 
 /// Which browser origins may call the API.

@@ -73,6 +73,13 @@ impl<'model> LlamaContext<'model> {
         }
     }
 
+    /// The raw `llama_context`, for calling llama.cpp functions this crate does not wrap.
+    /// It is valid for as long as `self` lives; llama.cpp must not free it.
+    #[must_use]
+    pub fn as_ptr(&self) -> *const llama_cpp_sys_2::llama_context {
+        self.context.as_ptr()
+    }
+
     // FIXME(madsmtm): Somehow return `LlamaModel<'_>` here?
     fn model_ptr(&self) -> *const llama_cpp_sys_2::llama_model {
         unsafe { llama_cpp_sys_2::llama_get_model(self.context.as_ptr()) }

@@ -22,6 +22,10 @@ pub struct RunStats {
     pub expert_bytes: u64,
     pub reserve_bytes: Counter,
     pub mapping_rss_after_load: Counter,
+    /// What llama.cpp reserved for the context, by its own accounting (0 when it did not
+    /// say): the compute buffers, and the KV cache with any recurrent state.
+    pub compute_buffer: Counter,
+    pub context_memory: Counter,
     /// Prompt tokens evaluated (prefilled), and prompt tokens whose KV was reused instead.
     pub prompt_tokens: Counter,
     pub reused_prompt_tokens: Counter,
@@ -244,6 +248,12 @@ pub struct MemorySection {
     pub swap_bytes: u64,
     pub reserve_bytes: u64,
     pub model_mapping_rss_after_load_bytes: u64,
+    /// llama.cpp's compute buffers for the worst-case ubatch (allocated at load, resident
+    /// as prompts touch them), and its KV cache and recurrent state.
+    #[serde(default)]
+    pub compute_buffer_bytes: u64,
+    #[serde(default)]
+    pub context_bytes: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -434,6 +444,8 @@ impl RunStats {
                 swap_bytes: now.swap,
                 reserve_bytes: self.reserve_bytes.get(),
                 model_mapping_rss_after_load_bytes: self.mapping_rss_after_load.get(),
+                compute_buffer_bytes: self.compute_buffer.get(),
+                context_bytes: self.context_memory.get(),
             },
             per_layer: p
                 .layers

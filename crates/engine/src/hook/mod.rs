@@ -8,7 +8,8 @@
 //!
 //! This module and its children hold the engine's `unsafe` code: the trampoline, reading
 //! tensors the scheduler hands over, finding llama.cpp's mappings ([`attach`]), and
-//! [`HookedContext`], which ties the hook's lifetime to the context that calls it.
+//! [`HookedContext`], which ties the hook's lifetime to the context that calls it and reads
+//! the context's memory as llama.cpp reports it (`ffi/context_memory.cpp`).
 
 pub(crate) mod attach;
 mod graph;
@@ -311,6 +312,37 @@ impl<'m> HookedContext<'m> {
     pub fn hook(&self) -> &HookState {
         &self.hook
     }
+
+    /// What llama.cpp reserved for this context, by its own accounting.
+    pub fn memory(&self) -> Option<ContextMemory> {
+        let (mut compute, mut context) = (0usize, 0usize);
+        // SAFETY: the pointer is this live context's (it outlives the call); the shim only
+        // reads llama.cpp's buffer sizes, writes the two integers we own, and catches every
+        // C++ exception (returning false).
+        let ok = unsafe { epm_context_memory(self.ctx.as_ptr(), &mut compute, &mut context) };
+        ok.then_some(ContextMemory {
+            compute_bytes: compute as u64,
+            context_bytes: context as u64,
+        })
+    }
+}
+
+/// A context's memory as llama.cpp reports it (`llama_get_memory_breakdown`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ContextMemory {
+    /// The compute buffers the scheduler reserved for the worst-case ubatch.
+    pub compute_bytes: u64,
+    /// KV cache and recurrent state.
+    pub context_bytes: u64,
+}
+
+extern "C" {
+    /// `ffi/context_memory.cpp`: sums llama.cpp's memory breakdown over buffer types.
+    fn epm_context_memory(
+        ctx: *const llama_cpp_sys_2::llama_context,
+        compute: *mut usize,
+        context: *mut usize,
+    ) -> bool;
 }
 
 #[cfg(test)]

@@ -85,6 +85,16 @@ impl LlamaContextParams {
         self
     }
 
+    /// Set the most outputs (logits rows) one ubatch may ask for (`n_outputs_max`; 0 means
+    /// `n_batch`). llama.cpp reserves its compute buffer for a worst-case graph with this
+    /// many outputs, so a caller that asks for one output per sequence can reserve far less.
+    /// A batch that asks for more outputs than this aborts in `llama_decode`.
+    #[must_use]
+    pub fn with_n_outputs_max(mut self, n_outputs_max: u32) -> Self {
+        self.context_params.n_outputs_max = n_outputs_max;
+        self
+    }
+
     /// Get the `n_ubatch`
     ///
     /// # Examples

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Decode speed against the context a generation decodes after: `generate -n N` after a
+short and a long prompt, paged (cold cache, under a cgroup cap equal to the budget) and
+unpaged (warm: the file read once before), alternating, `--runs` each. Reports seconds per
+decoded token, the decode cache hit rate and the bytes read per decode step, and how much
+decode slows from the short to the long prompt, paged and unpaged: paging adds no fall of
+its own when the paged slowdown (in seconds per token) is no larger than the unpaged one.
+
+    python3 bench/context_decode.py -m W1.gguf --budget-mb 8192 \
+        --prompt short=bench/w1-prompt-128.txt --prompt long=bench/w1-prompt-2000.txt \
+        --flags='-ub 512' [--label after --label-bin before=OLD/epm-run] --runs 3 --out validate/context-decode-w1-8g.json
+"""
+import argparse, json, os, shlex, statistics, sys, tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import epmlib  # noqa: E402
+
+MIB = 1 << 20
+
+
+def run_one(a, exe, tmp, tag, prompt, flags, cap=None):
+    stats = os.path.join(tmp, tag + ".json")
+    cmd = [exe, "generate", "-m", a.model, "-f", prompt, "-n", str(a.n), "-c", str(a.ctx), "-t", "2",
+           "--stats-file", stats, *shlex.split(a.flags), *flags]
+    if cap:
+        cmd = cap.wrap(cmd)
+    epmlib.run(cmd, capture_output=True, text=True)
+    s = json.load(open(stats))
+    steps = max(s["io"]["decode_steps"], 1)
+    d = s["experts"]["decode"]
+    return {
+        "prompt_tokens": s["tokens"]["prompt"],
+        "ubatch": s["tokens"]["ubatch"],
+        "decode_s_per_token": 1 / s["tok_per_s"]["decode"],
+        "decode_hit_rate": d["cache_hit_rate"],
+        "decode_read_mb_per_step": s["io"]["decode_read_bytes"] / steps / 1e6,
+        "peak_rss_bytes": s["memory"]["peak_rss_bytes"],
+        "compute_buffer_bytes": s["memory"].get("compute_buffer_bytes", 0),
+        "generated_ids": s["tokens"]["generated_ids"],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--budget-mb", type=int, required=True)
+    ap.add_argument("--prompt", action="append", required=True, help="LABEL=FILE, shortest first")
+    ap.add_argument("--bin", default="target/release/epm-run")
+    ap.add_argument("--label", default="this build")
+    ap.add_argument("--label-bin", action="append", default=[], help="LABEL=PATH: another build, paged only")
+    ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("-c", "--ctx", type=int, default=4096)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--flags", default="", help="flags for every run (e.g. '-ub 512': tokens are compared across runs)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    if not epmlib.Cgroup.available():
+        sys.exit("needs a writable cgroup v1 memory controller for the cap")
+    prompts = [p.split("=", 1) for p in a.prompt]
+    builds = [(a.label, a.bin)] + [tuple(x.split("=", 1)) for x in a.label_bin]
+    tmp = tempfile.mkdtemp(prefix="epm-ctxdec-")
+    rows = {}
+    for r in range(a.runs):
+        for plabel, pfile in prompts:
+            for blabel, exe in builds:
+                key = f"paged {blabel} {plabel}"
+                epmlib.drop_cache(a.model)
+                with epmlib.Cgroup(a.budget_mb * MIB, tag="ctxdec") as cap:
+                    row = run_one(a, exe, tmp, f"{key}-{r}".replace(" ", "_"), pfile,
+                                  ["--ram-budget-mb", str(a.budget_mb)], cap)
+                    row.update(cap.facts())
+                rows.setdefault(key, []).append(row)
+                print(json.dumps({key: row}), file=sys.stderr)
+            key = f"unpaged {plabel}"
+            epmlib.run(["cat", a.model], stdout=open(os.devnull, "w"))
+            row = run_one(a, a.bin, tmp, f"{key}-{r}".replace(" ", "_"), pfile, ["--no-pager"])
+            rows.setdefault(key, []).append(row)
+            print(json.dumps({key: row}), file=sys.stderr)
+    med = lambda key, field: statistics.median(x[field] for x in rows[key])  # noqa: E731
+    summary = {key: {
+        "decode_s_per_token_median": round(med(key, "decode_s_per_token"), 3),
+        "decode_s_per_token_runs": [round(x["decode_s_per_token"], 3) for x in rs],
+        "decode_hit_rate_median": med(key, "decode_hit_rate"),
+        "decode_read_mb_per_step_median": round(med(key, "decode_read_mb_per_step"), 1),
+        "ubatch": rs[0]["ubatch"],
+        "prompt_tokens": rs[0]["prompt_tokens"],
+    } for key, rs in rows.items()}
+    (short, _), (long_, _) = prompts[0], prompts[-1]
+    falls = {}
+    for mode in [f"paged {b}" for b, _ in builds] + ["unpaged"]:
+        s_short = summary[f"{mode} {short}"]["decode_s_per_token_median"]
+        s_long = summary[f"{mode} {long_}"]["decode_s_per_token_median"]
+        falls[mode] = {"long_over_short": round(s_long / s_short, 3),
+                       "added_s_per_token": round(s_long - s_short, 3)}
+    unpaged_ids = {p: rows[f"unpaged {p}"][0]["generated_ids"] for p, _ in prompts}
+    same = all(x["generated_ids"] == unpaged_ids[key.rsplit(" ", 1)[1]] for key, rs in rows.items() for x in rs)
+    within = all(x["peak_rss_bytes"] <= a.budget_mb * MIB and x.get("oom_kills", 0) == 0
+                 for key, rs in rows.items() if key.startswith("paged") for x in rs)
+    report = {
+        "command": "python3 bench/context_decode.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+        "machine": epmlib.machine(),
+        "model": a.model,
+        "budget_mb": a.budget_mb,
+        "all_passed": same and within,
+        "tokens_equal_unpaged": same,
+        "within_budget_no_oom": within,
+        "falls": falls,
+        "summary": summary,
+        "runs": rows,
+    }
+    epmlib.write_report(a.out, report, tmp=tmp, summary_keys=["falls", "summary", "all_passed"])
+
+
+if __name__ == "__main__":
+    main()
