@@ -31,22 +31,21 @@ fn check_preset(model: &Path, dir: &Path) {
     // shape: its compute buffer (one output per sequence) and its KV / recurrent state.
     let ubatch = ref_stats.tokens.ubatch.to_string();
     let at = common::plan(model, &["-c", "1024", "-ub", &ubatch]);
-    let (compute, estimate) = (
-        ref_stats.memory.compute_buffer_bytes,
-        at["compute_bytes"].as_u64().unwrap(),
-    );
-    assert!(
-        compute > 0 && compute <= estimate,
-        "llama.cpp's compute buffer {compute} against the plan's {estimate} at ubatch {ubatch}"
-    );
-    let (context, kv) = (
-        ref_stats.memory.context_bytes,
-        at["kv_bytes"].as_u64().unwrap(),
-    );
-    assert!(
-        context > 0 && context <= kv,
-        "llama.cpp's context memory {context} against the plan's {kv}"
-    );
+    let reported = [
+        (
+            "compute buffer",
+            ref_stats.memory.compute_buffer_bytes,
+            "compute_bytes",
+        ),
+        ("context memory", ref_stats.memory.context_bytes, "kv_bytes"),
+    ];
+    for (what, bytes, key) in reported {
+        let estimate = at[key].as_u64().unwrap();
+        assert!(
+            bytes > 0 && bytes <= estimate,
+            "llama.cpp's {what} {bytes} against the plan's {key} {estimate} at ubatch {ubatch}"
+        );
+    }
     // Demand paging without and with cross-layer prediction, and prefetch on a thread pool,
     // at the plan's minimum, where speculative reads compete hardest for the budget; and
     // the defaults (prediction on where the kernel shows reads in flight) a little above it.
