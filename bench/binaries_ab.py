@@ -35,6 +35,9 @@ def main():
     ap.add_argument("-f", "--prompt-file", default=os.path.join(HERE, "w1-prompt-128.txt"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--arg", action="append", default=[], help="an extra generate flag for every binary")
+    ap.add_argument("--bin-args", action="append",
+                    help="extra generate flags of one binary (space-separated, '' for none); "
+                         "once per --bin, in order: the same build with and without a flag")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     labels = a.label or [f"bin{i}" for i in range(len(a.bin))]
@@ -42,15 +45,17 @@ def main():
     threads = a.threads or ["2"]
     threads = threads * len(a.bin) if len(threads) == 1 else threads
     assert len(threads) == len(a.bin), "one -t for all, or one per --bin"
+    bin_args = a.bin_args or [""] * len(a.bin)
+    assert len(bin_args) == len(a.bin), "one --bin-args per --bin"
     tmp = tempfile.mkdtemp(prefix="epm-binaries-ab-")
     runs = {l: [] for l in labels}
     ref_ids = None
     for rep in range(a.runs):
-        for label, b, t in zip(labels, a.bin, threads):
+        for label, b, t, extra in zip(labels, a.bin, threads, bin_args):
             out = os.path.join(tmp, f"{label}-{rep}.json")
             cmd = [b, "ab", "-m", a.model, "--budget-mb", str(a.budget_mb), "--configs", "epm",
                    "-n", str(a.n), "-c", str(a.c), "-t", t, "-f", a.prompt_file,
-                   "--runs", "1", "--out", out] + [f"--epm-arg={x}" for x in a.arg]
+                   "--runs", "1", "--out", out] + [f"--epm-arg={x}" for x in a.arg + extra.split()]
             print("+", " ".join(cmd), file=sys.stderr, flush=True)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             row = json.load(open(out))["rows"][0]
@@ -68,6 +73,9 @@ def main():
                  "decode_miss_bytes_per_step": d["miss_bytes"] / steps,
                  "decode_cache_hit_rate": d["cache_hit_rate"], "decode_resident_rate": d["resident_rate"],
                  "hook_decode_ms_per_step": s["hook"]["decode_busy_us"] / 1e3 / steps,
+                 "advice_calls_ms_per_token": (s["io"]["will_need_us"] + s["io"]["evict_us"]) / 1e3
+                 / max(s["tokens"]["prompt"] + s["tokens"]["generated"], 1),
+                 "assist_calls": s["io"].get("assist_calls", 0),
                  "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit")}
             runs[label].append(r)
             print(label, rep, r, file=sys.stderr, flush=True)
@@ -82,7 +90,7 @@ def main():
     report = {"what": "the same workload through several epm-run builds, alternating, cold, capped",
               "command": "python3 bench/binaries_ab.py " + " ".join(sys.argv[1:]),
               "machine": machine(), "model": a.model, "budget_mb": a.budget_mb, "n_predict": a.n,
-              "binaries": dict(zip(labels, a.bin)), "threads": dict(zip(labels, threads)), "summary": summary, "ratios": ratios,
+              "binaries": dict(zip(labels, a.bin)), "bin_args": dict(zip(labels, bin_args)), "threads": dict(zip(labels, threads)), "summary": summary, "ratios": ratios,
               "all_same_tokens": all(r["same_tokens"] for rs in runs.values() for r in rs),
               "all_within_budget": all(r["within_budget"] for rs in runs.values() for r in rs),
               "runs": runs}

@@ -44,6 +44,14 @@ pub struct PagingArgs {
     /// Make evictions on the hook, on the compute thread.
     #[arg(long = "no-evict-thread", overrides_with = "evict_thread")]
     no_evict_thread: bool,
+    /// Share each routing step's reads and evictions (those left on the hook) with a thread
+    /// that works only while the hook waits for them, on a core that ggml leaves idle
+    /// between graph splits (the default on more than one core).
+    #[arg(long, overrides_with = "no_assist_thread")]
+    assist_thread: bool,
+    /// Make every call left on the hook on the compute thread.
+    #[arg(long = "no-assist-thread", overrides_with = "assist_thread")]
+    no_assist_thread: bool,
     /// Predict the next layer's experts in prefill too, from this many tokens of each
     /// ubatch, spread evenly over a longer one (0: decode steps only).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(0..=512))]
@@ -118,6 +126,13 @@ impl PagingArgs {
                 (true, _) => true,
                 (_, true) => false,
                 _ => threads < cores,
+            },
+            // The assistant runs only while the hook waits, when ggml's other threads have
+            // exited: it needs a second core, not a free one.
+            assist_thread: match (self.assist_thread, self.no_assist_thread) {
+                (true, _) => true,
+                (_, true) => false,
+                _ => cores > 1,
             },
             prefill_predict_tokens: self.prefill_predict_tokens as usize,
             predict_router_bias: !self.predict_ignore_router_bias,

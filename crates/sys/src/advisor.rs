@@ -9,10 +9,11 @@ use std::time::Instant;
 use epm_core::pager::{Advisor, FileRange};
 use epm_core::stats::IoCounters;
 
+use crate::assist::{Assist, Call, MakeCall, Op};
 use crate::mapping::FileMapping;
 use crate::populate::PopulatePool;
 use crate::worker::{Work, Worker};
-use crate::{inward, outward};
+use crate::{assist, inward, outward};
 
 /// How missing experts are brought in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +48,11 @@ const BATCH_CAPACITY: usize = 1 << 14;
 /// 3. with a readahead thread, every `evict` and `will_need` first cancels the queued
 ///    speculative reads of its range, so the thread never reads in evicted pages;
 /// 4. with an eviction thread, every read (`will_need`, `will_need_ahead`) first takes its
-///    pages out of the queued evictions, so the thread never drops pages being read in.
+///    pages out of the queued evictions, so the thread never drops pages being read in;
+/// 5. with an assisting thread, `step` holds the calls collected since the last `flush` and
+///    no two of them touch the same page: a read takes its pages out of the collected
+///    evictions, and an eviction drops the collected reads of its bytes, so the calls may be
+///    made in any order, on either thread, with the outcome of the order they were asked in.
 pub struct OsAdvisor {
     pub files: Arc<Vec<FileMapping>>,
     counters: Arc<IoCounters>,
@@ -59,6 +64,11 @@ pub struct OsAdvisor {
     /// Evictions go to this thread when present (`with_evict_thread`).
     evictor: Option<Worker>,
     evict_queued: bool,
+    /// The step's calls are shared with this thread at `flush` when present
+    /// (`with_assist_thread`).
+    assist: Option<Assist<OsCalls>>,
+    /// The calls collected for `assist` since the last `flush` (invariant 5).
+    step: Vec<Op>,
     /// Page ranges (file, start, end) collected for the pool until `flush`.
     batch: Vec<(u32, u64, u64)>,
     /// Evicted ranges the page cache still held right after the drop: a wrong speculative
@@ -88,6 +98,8 @@ impl OsAdvisor {
             ahead_queued: false,
             evictor: None,
             evict_queued: false,
+            assist: None,
+            step: Vec::new(),
             batch: Vec::with_capacity(BATCH_CAPACITY),
             redrop: Vec::with_capacity(REDROP_CAPACITY),
         }
@@ -119,6 +131,91 @@ impl OsAdvisor {
             slack,
         ));
         self
+    }
+
+    /// Share each routing step's reads and evictions (those not handed to the readahead or
+    /// eviction thread) with a thread that works only while the hook waits for them: with
+    /// every other core idle between graph splits, the calls take about half the time.
+    pub fn with_assist_thread(mut self) -> OsAdvisor {
+        self.assist = Some(Assist::new(OsCalls {
+            files: self.files.clone(),
+            counters: self.counters.clone(),
+        }));
+        self.step = Vec::with_capacity(assist::BATCH_CAPACITY);
+        self
+    }
+
+    /// Collect a call for the assisted step (invariant 5); `false` when there is no
+    /// assisting thread or the step is full (the caller makes the call itself).
+    fn collect(&mut self, call: Call) -> bool {
+        if self.assist.is_none() || self.step.len() == self.step.capacity() {
+            return false;
+        }
+        match call {
+            Call::Read(r) => {
+                let (s, e) = outward(r.offset, r.len, self.files[r.file as usize].page());
+                remove_span_by(
+                    &mut self.step,
+                    r.file,
+                    s,
+                    e,
+                    |op| match op.call {
+                        Call::Evict(q) => Some(q),
+                        Call::Read(_) => None,
+                    },
+                    |_, q| Op::new(Call::Evict(q)),
+                );
+            }
+            Call::Evict(r) => self.step.retain(|op| match op.call {
+                Call::Read(q) => !overlaps(&q, r.file, r.offset, r.offset + r.len),
+                Call::Evict(_) => true,
+            }),
+        }
+        self.step.push(Op::new(call));
+        true
+    }
+
+    /// Make the step's collected calls on both threads, then list the evictions that found
+    /// reads still in flight for a re-drop, as an inline eviction would.
+    fn run_step(&mut self) {
+        let Some(assist) = &self.assist else {
+            return;
+        };
+        if self.step.is_empty() {
+            return;
+        }
+        assist.run(&mut self.step);
+        for i in 0..self.step.len() {
+            let op = self.step[i];
+            self.counters
+                .assist_calls
+                .fetch_add(u64::from(op.assisted), Ordering::Relaxed);
+            let Call::Evict(r) = op.call else {
+                continue;
+            };
+            if op.late {
+                self.drop_again(r);
+            }
+        }
+        self.step.clear();
+    }
+
+    /// An eviction of `r` found part of it still cached (a read in flight): list its pages
+    /// for a re-drop at the next flush.
+    fn drop_again(&mut self, r: FileRange) {
+        self.counters.late_evictions.fetch_add(1, Ordering::Relaxed);
+        let (s, e) = inward(r.offset, r.len, self.files[r.file as usize].page());
+        if self.redrop.len() < self.redrop.capacity() {
+            self.redrop.push(FileRange {
+                file: r.file,
+                offset: s,
+                len: e - s,
+            });
+        } else {
+            self.counters
+                .redrop_overflows
+                .fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Take `[start, end)` out of the queued evictions (invariant 4).
@@ -175,17 +272,67 @@ impl OsAdvisor {
     }
 }
 
+/// Makes the assisted calls on llama.cpp's mapping, counting their time as the hook's
+/// inline calls are counted.
+struct OsCalls {
+    files: Arc<Vec<FileMapping>>,
+    counters: Arc<IoCounters>,
+}
+
+impl OsCalls {
+    fn read(files: &[FileMapping], counters: &IoCounters, r: FileRange) {
+        let t = Instant::now();
+        files[r.file as usize].will_need(r.offset, r.len);
+        add_elapsed(&counters.will_need_ns, t);
+    }
+}
+
+impl MakeCall for OsCalls {
+    fn make(&self, call: Call) -> bool {
+        match call {
+            Call::Read(r) => {
+                OsCalls::read(&self.files, &self.counters, r);
+                false
+            }
+            Call::Evict(r) => {
+                let t = Instant::now();
+                let m = &self.files[r.file as usize];
+                let (s, e) = inward(r.offset, r.len, m.page());
+                let late = m.evict(r.offset, r.len) > 0 && m.any_cached(s, e - s);
+                add_elapsed(&self.counters.evict_ns, t);
+                late
+            }
+        }
+    }
+}
+
+pub(crate) fn overlaps(r: &FileRange, file: u32, start: u64, end: u64) -> bool {
+    r.file == file && r.offset < end && start < r.offset + r.len
+}
+
 /// Remove `[start, end)` of `file` from every range of `list`, never growing `list` past its
 /// capacity: a range cut in two keeps only its larger side when the list is full.
 pub(crate) fn remove_span(list: &mut Vec<FileRange>, file: u32, start: u64, end: u64) {
+    remove_span_by(list, file, start, end, |r| Some(*r), |_, r| r);
+}
+
+/// [`remove_span`] over the items of `list` that `range_of` gives a range (the others stay
+/// as they are); `with_range` makes an item's piece.
+pub(crate) fn remove_span_by<T>(
+    list: &mut Vec<T>,
+    file: u32,
+    start: u64,
+    end: u64,
+    range_of: impl Fn(&T) -> Option<FileRange>,
+    with_range: impl Fn(&T, FileRange) -> T,
+) {
     let mut i = 0;
     while i < list.len() {
-        let r = list[i];
-        let (rs, re) = (r.offset, r.offset + r.len);
-        if r.file != file || re <= start || end <= rs {
+        let Some(r) = range_of(&list[i]).filter(|r| overlaps(r, file, start, end)) else {
             i += 1;
             continue;
-        }
+        };
+        let (rs, re) = (r.offset, r.offset + r.len);
         let before = (rs < start).then_some((rs, start));
         let after = (end < re).then_some((end, re));
         let piece = |(s, e): (u64, u64)| FileRange {
@@ -198,15 +345,16 @@ pub(crate) fn remove_span(list: &mut Vec<FileRange>, file: u32, start: u64, end:
                 list.swap_remove(i);
                 continue;
             }
-            (Some(b), None) => list[i] = piece(b),
-            (None, Some(a)) => list[i] = piece(a),
+            (Some(b), None) => list[i] = with_range(&list[i], piece(b)),
+            (None, Some(a)) => list[i] = with_range(&list[i], piece(a)),
             (Some(b), Some(a)) => {
                 if list.len() < list.capacity() {
-                    list[i] = piece(b);
-                    list.push(piece(a));
+                    let second = with_range(&list[i], piece(a));
+                    list[i] = with_range(&list[i], piece(b));
+                    list.push(second);
                 } else {
                     let larger = if b.1 - b.0 >= a.1 - a.0 { b } else { a };
-                    list[i] = piece(larger);
+                    list[i] = with_range(&list[i], piece(larger));
                 }
             }
         }
@@ -219,12 +367,11 @@ impl Advisor for OsAdvisor {
         let (s, e) = self.forget_redrops(r);
         self.cancel_ahead(r.file, r.offset, r.offset + r.len);
         self.cancel_evictions(r.file, s, e);
-        let m = &self.files[r.file as usize];
         // Readahead of the exact range first, in large requests: with MADV_RANDOM on the
         // mapping, POPULATE_READ alone would fault and read one page at a time.
-        let t = Instant::now();
-        m.will_need(r.offset, r.len);
-        add_elapsed(&self.counters.will_need_ns, t);
+        if !self.collect(Call::Read(r)) {
+            OsCalls::read(&self.files, &self.counters, r);
+        }
         if self.pool.is_some() && self.batch.len() < self.batch.capacity() {
             self.batch.push((r.file, s, e));
         }
@@ -249,8 +396,7 @@ impl Advisor for OsAdvisor {
         // Only a queued read of these very bytes is cancelled: a neighbour's range may share
         // a page with this one, and its read must go on.
         self.cancel_ahead(r.file, r.offset, r.offset + r.len);
-        let m = &self.files[r.file as usize];
-        let (s, e) = inward(r.offset, r.len, m.page());
+        let (s, e) = inward(r.offset, r.len, self.files[r.file as usize].page());
         if let Some(w) = self.evictor.as_ref().filter(|_| e > s) {
             let whole = FileRange {
                 file: r.file,
@@ -263,26 +409,21 @@ impl Advisor for OsAdvisor {
                 return e - s;
             }
         }
+        if e > s && self.collect(Call::Evict(r)) {
+            add_elapsed(&self.counters.evict_ns, t);
+            return e - s;
+        }
+        let m = &self.files[r.file as usize];
         let dropped = m.evict(r.offset, r.len);
         if dropped > 0 && m.any_cached(s, e - s) {
-            self.counters.late_evictions.fetch_add(1, Ordering::Relaxed);
-            if self.redrop.len() < self.redrop.capacity() {
-                self.redrop.push(FileRange {
-                    file: r.file,
-                    offset: s,
-                    len: e - s,
-                });
-            } else {
-                self.counters
-                    .redrop_overflows
-                    .fetch_add(1, Ordering::Relaxed);
-            }
+            self.drop_again(r);
         }
         add_elapsed(&self.counters.evict_ns, t);
         dropped
     }
 
     fn flush(&mut self) {
+        self.run_step();
         if let Some(a) = self.ahead.as_ref().filter(|_| self.ahead_queued) {
             a.wake();
             self.ahead_queued = false;
@@ -301,6 +442,7 @@ impl Advisor for OsAdvisor {
     }
 
     fn finish(&mut self) {
+        self.run_step();
         // The reads still in flight complete within milliseconds; give them a second at most.
         let deadline = Instant::now() + std::time::Duration::from_secs(1);
         if let Some(a) = &self.ahead {
@@ -500,6 +642,48 @@ mod tests {
         assert_eq!(m.resident_bytes(0, 2 << 20), 0);
         assert_eq!(m.resident_bytes(4 << 20, 4 << 20), 0);
         assert_eq!(advisor.evictor.as_ref().unwrap().pending_bytes(), 0);
+    }
+
+    #[test]
+    fn an_assisted_step_ends_as_its_calls_were_asked() {
+        let len = 16u64 << 20;
+        let (_map, m) = clean_mapping(len);
+        m.will_need(0, 8 << 20);
+        wait_for("the first half is read in", || {
+            m.resident_bytes(0, 8 << 20) == 8 << 20
+        });
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor =
+            OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_assist_thread();
+        // One step: two evictions, a range evicted then read again (it stays), two reads,
+        // and a range read then evicted (never read at all), among neighbours left alone.
+        advisor.evict(two_mib(0));
+        advisor.evict(two_mib(1));
+        advisor.evict(two_mib(2));
+        advisor.will_need(two_mib(2));
+        advisor.will_need(two_mib(4));
+        advisor.will_need(two_mib(5));
+        advisor.will_need(two_mib(6));
+        advisor.evict(two_mib(6));
+        // Invariant 5: the step holds no two calls on one page.
+        assert_eq!(advisor.step.len(), 6, "{:?}", advisor.step);
+        advisor.flush();
+        assert!(advisor.step.is_empty());
+        for i in [2, 4, 5] {
+            let r = two_mib(i);
+            wait_for(&format!("range {i} read in"), || {
+                advisor.files[0].resident_bytes(r.offset, r.len) == r.len
+            });
+        }
+        advisor.finish();
+        let m = &advisor.files[0];
+        for i in [0, 1, 6, 7] {
+            let r = two_mib(i);
+            assert_eq!(m.resident_bytes(r.offset, r.len), 0, "range {i}");
+        }
+        assert_eq!(m.resident_bytes(two_mib(3).offset, 2 << 20), 2 << 20);
+        assert!(counters.will_need_ns.load(Ordering::Relaxed) > 0);
+        assert!(counters.evict_ns.load(Ordering::Relaxed) > 0);
     }
 
     #[test]

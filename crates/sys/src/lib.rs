@@ -6,7 +6,8 @@
 //! - [`cache`]: what the page cache holds (`cachestat`, `mincore`), whole-file drops.
 //! - [`advisor`]: the pager's [`Advisor`](epm_core::pager::Advisor) made real, with the
 //!   re-drop list; `worker` (guesses, evictions) and `populate` run advice on threads of
-//!   their own.
+//!   their own, and `assist` shares a routing step's calls with a second thread while the
+//!   hook waits for them.
 //! - [`proc`]: one reader for `/proc` and sysfs (memory, I/O, machine, readahead window).
 //! - [`fs`]: `O_DIRECT` streaming writes, atomic file writes, free space.
 //! - [`sigbus`]: a clear message instead of a bare "Bus error" when a mapped model file
@@ -16,6 +17,7 @@
 #![deny(unsafe_code)]
 
 pub mod advisor;
+mod assist;
 #[allow(unsafe_code)]
 pub mod cache;
 pub mod fs;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use epm_core::pager::FileRange;
 use epm_core::stats::IoCounters;
 
-use crate::advisor::{add_elapsed, remove_span};
+use crate::advisor::{add_elapsed, overlaps, remove_span};
 use crate::mapping::FileMapping;
 
 /// Ranges queued at once; a full queue makes the caller act inline.
@@ -74,10 +74,6 @@ impl Shared {
 pub(crate) struct Worker {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-}
-
-fn overlaps(r: &FileRange, file: u32, start: u64, end: u64) -> bool {
-    r.file == file && r.offset < end && start < r.offset + r.len
 }
 
 fn sum(list: &[FileRange]) -> u64 {

@@ -149,6 +149,9 @@ pub struct IoCounters {
     /// Evictions made by the eviction thread, and its time in their system calls.
     pub worker_evictions: AtomicU64,
     pub worker_evict_ns: AtomicU64,
+    /// Calls of a routing step made by the hook's assisting thread (the hook made the
+    /// rest); their time is in `will_need_ns` and `evict_ns` with the hook's.
+    pub assist_calls: AtomicU64,
 }
 
 impl IoCounters {

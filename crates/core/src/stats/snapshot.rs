@@ -237,6 +237,10 @@ pub struct IoSection {
     /// and not yet made (the cache holds at most `expert_budget_bytes` minus this).
     #[serde(default)]
     pub evict_slack_bytes: u64,
+    /// With the hook's assisting thread: the calls of routing steps it made (their time is
+    /// in `will_need_us` and `evict_us`, which then count both threads' time).
+    #[serde(default)]
+    pub assist_calls: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -435,6 +439,7 @@ impl RunStats {
                 worker_evictions: IoCounters::get(&io.worker_evictions),
                 worker_evict_us: us(&io.worker_evict_ns),
                 evict_slack_bytes: self.evict_slack_bytes.get(),
+                assist_calls: IoCounters::get(&io.assist_calls),
             },
             memory: MemorySection {
                 peak_rss_bytes: self.peak_rss.get(),

@@ -41,6 +41,10 @@ pub struct PagingOptions {
     /// Make evictions on a thread of their own rather than on the hook (the pager's budget
     /// then keeps a slack for drops not yet made).
     pub evict_thread: bool,
+    /// Share each routing step's system calls (those left on the hook) with a thread that
+    /// works only while the hook waits for them, on a core ggml leaves idle between graph
+    /// splits.
+    pub assist_thread: bool,
     /// Tokens of a prefill ubatch the predictor samples (0: no prediction in prefill).
     pub prefill_predict_tokens: usize,
     /// Whether predictions add the router's own bias (`ffn_gate_inp.bias`) as llama.cpp
@@ -63,6 +67,7 @@ impl Default for PagingOptions {
             prediction: Prediction::Default { depth: 1 },
             ahead_thread: false,
             evict_thread: false,
+            assist_thread: false,
             prefill_predict_tokens: 512,
             predict_router_bias: true,
             hot_window_tokens: 0,
@@ -173,6 +178,10 @@ pub(crate) fn attach(
             budgets.evict_slack >> 20
         );
         advisor = advisor.with_evict_thread(budgets.evict_slack);
+    }
+    if opts.assist_thread {
+        tracing::info!("the hook's system calls are shared with an assisting thread");
+        advisor = advisor.with_assist_thread();
     }
     let pager = Pager::new(
         advisor,
