@@ -23,7 +23,7 @@ def run_epm(a, tmp, rep, cap):
            "-t", str(a.threads), "--ram-budget-mb", str(a.budget_mb), "--stats-file", stats]
     out = epmlib.run(cap.wrap(cmd), capture_output=True, text=True)
     s = json.load(open(stats))
-    return {"decode_tok_s": s["tok_per_s"]["decode"], "prefill_tok_s": s["tok_per_s"]["prompt"],
+    return {"decode_tok_s": s["tok_per_s"]["decode"], "prefill_tok_s": s["tok_per_s"]["prefill"],
             "peak_rss_bytes": s["memory"]["peak_rss_bytes"], "text": out.stdout,
             "decode_read_mb_per_step": s["io"]["decode_read_bytes"] / max(s["io"]["decode_steps"], 1) / 1e6}
 
@@ -62,7 +62,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="epm-peer-")
     rows = {"epm": [], "peer": []}
     for rep in range(a.runs):
-        for side in ("peer", "epm") if rep % 2 else ("epm", "peer"):
+        for side in ("epm", "peer") if rep % 2 else ("peer", "epm"):
             epmlib.drop_cache(a.model)
             with epmlib.Cgroup(a.budget_mb * MIB, tag=f"peer-{side}") as cap:
                 row = run_epm(a, tmp, rep, cap) if side == "epm" else run_peer(a, rep, cap)
