@@ -34,8 +34,9 @@ pub trait Advisor {
     }
     /// Drop this range from memory and page cache. Returns the bytes actually dropped.
     fn evict(&mut self, range: FileRange) -> u64;
-    /// The `will_need` calls of one routing step are complete; an advisor that batches
-    /// them acts now.
+    /// The calls of one step (a routing, a prediction, a shrink) are complete; an advisor
+    /// that batches or queues them acts now. The pager flushes after every step that made
+    /// a call, so no eviction it has counted waits for a later step.
     fn flush(&mut self) {}
     /// The run is over: complete whatever drops are still outstanding.
     fn finish(&mut self) {}
@@ -561,6 +562,7 @@ impl<A: Advisor> Pager<A> {
         let n = self.n_expert as usize;
         let base = pos as usize * n;
         let mut issued = false;
+        let evictions = self.counters.evictions.get();
         for id in predicted {
             if id < 0 || id as usize >= n {
                 continue;
@@ -588,7 +590,8 @@ impl<A: Advisor> Pager<A> {
             c.prefetch_issued.inc();
             c.prefetch_issued_bytes.add(self.cost[s]);
         }
-        if issued {
+        // A guess that found no room may still have evicted on the way.
+        if issued || self.counters.evictions.get() != evictions {
             self.advisor.flush();
         }
         self.counters.resident_bytes.set(self.resident_bytes);
@@ -623,7 +626,11 @@ impl<A: Advisor> Pager<A> {
     /// Outside pressure (measured RSS above the budget): evict unprotected experts until the
     /// resident expert bytes are at most `target`.
     pub fn shrink_to(&mut self, target: u64) {
+        let evictions = self.counters.evictions.get();
         self.make_room(0, target);
+        if self.counters.evictions.get() != evictions {
+            self.advisor.flush();
+        }
         #[cfg(test)]
         self.check_invariants();
     }

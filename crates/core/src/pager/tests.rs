@@ -6,15 +6,22 @@ use super::*;
 struct Recorder {
     will_need: Vec<FileRange>,
     evicted: Vec<FileRange>,
+    /// Calls since the last flush.
+    unflushed: usize,
 }
 
 impl Advisor for Recorder {
     fn will_need(&mut self, r: FileRange) {
         self.will_need.push(r);
+        self.unflushed += 1;
     }
     fn evict(&mut self, r: FileRange) -> u64 {
         self.evicted.push(r);
+        self.unflushed += 1;
         r.len
+    }
+    fn flush(&mut self) {
+        self.unflushed = 0;
     }
 }
 
@@ -218,6 +225,28 @@ fn shrink_to_evicts_until_target_but_keeps_pins() {
     assert!(p.is_resident(0, 4), "pinned");
     assert_eq!(p.resident_bytes(), 2 * EXPERT);
     assert_eq!(p.advisor().evicted.len(), 3);
+}
+
+#[test]
+fn every_step_that_makes_a_call_ends_with_a_flush() {
+    // An advisor may hold calls until the flush (the assisting thread does): an eviction
+    // the pager has counted must not wait for a later step, least of all the RSS guard's.
+    let mut p = pager(4, 0, 3);
+    let mut rng = 7u64;
+    for step in 0..300u64 {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let layer = (step % 3) as u32;
+        let ids = [(rng >> 33) % 16, (rng >> 40) % 16].map(|x| x as i32);
+        match (rng >> 50) % 3 {
+            0 => p.route(layer, Phase::Decode, 1, ids.into_iter()),
+            1 => p.speculate(layer, ids.into_iter()),
+            _ => p.shrink_to(EXPERT * ((rng >> 55) % 4)),
+        }
+        assert_eq!(p.advisor().unflushed, 0, "step {step}");
+    }
+    assert!(p.advisor().evicted.len() > 50);
 }
 
 #[test]
