@@ -152,8 +152,8 @@ pub fn kv_bytes(index: &ModelIndex, n_ctx: u32, n_seq: u32) -> u64 {
 /// scores, the selected experts' gate, up and output rows, Q/K/V, and the attention mask
 /// over the context (flash attention, which llama.cpp turns on for the CPU, never holds the
 /// score matrix). Logits for one output per sequence: the engine reserves no more
-/// (`n_outputs_max`). About 4x what llama.cpp reserves on every preset
-/// (`compute_estimate_bounds_what_llama_cpp_reserves` in tests/paging.rs).
+/// (`n_outputs_max`). 1.5-3.0x what llama.cpp reserves on the full-size presets
+/// (`validate/compute-buffer.json`), and an upper bound on every mini (`tests/presets.rs`).
 pub fn compute_bytes(index: &ModelIndex, shape: RunShape) -> u64 {
     let u = u64::from(shape.n_ubatch);
     let head_dim = index.head_dim_k.max(index.head_dim_v);

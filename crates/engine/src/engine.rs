@@ -58,6 +58,12 @@ pub struct SessionOptions {
 }
 
 impl SessionOptions {
+    /// The sequences the context holds, at least one: also the most outputs (logits rows)
+    /// any batch asks for (a prompt's last token, or one decode step per sequence).
+    pub fn sequences(&self) -> u32 {
+        self.n_seq.max(1)
+    }
+
     pub fn shape(&self) -> RunShape {
         RunShape {
             n_ctx: self.n_ctx,
@@ -167,13 +173,13 @@ impl Engine {
             .with_n_ctx(NonZeroU32::new(s.n_ctx))
             .with_n_batch(s.n_batch)
             .with_n_ubatch(s.n_ubatch)
-            .with_n_seq_max(s.n_seq.max(1))
+            .with_n_seq_max(s.sequences())
             // A batch asks for at most one output (logits row) per sequence: a prompt's last
             // token, or one decode step per slot. llama.cpp reserves its compute buffer for
             // `n_outputs_max` outputs (by default every token of a ubatch: 311 MiB of logits
             // at ubatch 512 with a 152k vocabulary), so this keeps only the activations.
             // The graph a batch runs is built for its own outputs either way: same results.
-            .with_n_outputs_max(s.n_seq.max(1))
+            .with_n_outputs_max(s.sequences())
             .with_n_threads(s.n_threads)
             .with_n_threads_batch(s.n_threads_batch);
         let read_status = || {
@@ -242,7 +248,7 @@ impl Engine {
         self.stats
             .read_bytes_after_load
             .set(proc::read_bytes(Pid::This).unwrap_or(0));
-        let batch = LlamaBatch::new(s.n_batch.max(s.n_seq) as usize, s.n_seq.max(1) as i32);
+        let batch = LlamaBatch::new(s.n_batch.max(s.n_seq) as usize, s.sequences() as i32);
         Ok(Session::new(self, hooked, batch, s))
     }
 

@@ -201,7 +201,7 @@ impl<'e> Session<'e> {
 
     /// Context cells per sequence: llama.cpp splits `n_ctx` evenly between sequences.
     pub fn n_ctx_per_seq(&self) -> u32 {
-        self.hooked.ctx().n_ctx() / self.opts.n_seq.max(1)
+        self.hooked.ctx().n_ctx() / self.opts.sequences()
     }
 
     fn check_hook(&self) -> Result<(), EngineError> {
@@ -297,11 +297,11 @@ impl<'e> Session<'e> {
     pub fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
         // The context reserves one output per sequence (`n_outputs_max`), and llama.cpp
         // aborts on a batch that asks for more: refuse it here instead.
-        if steps.len() > self.opts.n_seq.max(1) as usize {
+        if steps.len() > self.opts.sequences() as usize {
             return Err(EngineError::Llama(format!(
                 "{} decode steps in one batch, but the context holds {} sequences",
                 steps.len(),
-                self.opts.n_seq.max(1)
+                self.opts.sequences()
             )));
         }
         self.batch.clear();

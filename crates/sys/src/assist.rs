@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use epm_core::pager::FileRange;
 
 /// Calls collected in one step at most; a fuller step makes its calls inline.
-pub(crate) const BATCH_CAPACITY: usize = 4096;
+pub(crate) const STEP_CAPACITY: usize = 4096;
 
 /// One system call of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub(crate) trait MakeCall: Send + Sync + 'static {
 ///    exactly once;
 /// 2. `busy` counts ops claimed and not yet made; `run` returns only when `next ==
 ///    ops.len()` and `busy == 0`, so no call of a step outlives it;
-/// 3. `ops` never grows past [`BATCH_CAPACITY`]: `run` swaps the caller's list in and out,
+/// 3. `ops` never grows past [`STEP_CAPACITY`]: `run` swaps the caller's list in and out,
 ///    and neither thread allocates.
 struct State {
     ops: Vec<Op>,
@@ -118,7 +118,7 @@ impl<M: MakeCall> Assist<M> {
     pub fn new(calls: M) -> Assist<M> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                ops: Vec::with_capacity(BATCH_CAPACITY),
+                ops: Vec::with_capacity(STEP_CAPACITY),
                 next: 0,
                 busy: 0,
                 stop: false,
@@ -242,7 +242,7 @@ mod tests {
         let assist = Assist::new(fake.clone());
         for step in 0..3 {
             fake.met.store(0, Ordering::SeqCst);
-            let mut ops = Vec::with_capacity(BATCH_CAPACITY);
+            let mut ops = Vec::with_capacity(STEP_CAPACITY);
             for i in 0..64 {
                 ops.push(Op::new(if i % 3 == 0 {
                     Call::Read(range(i))
@@ -274,7 +274,7 @@ mod tests {
             // The barrier made both threads take part.
             assert!(ops.iter().any(|o| o.assisted) && ops.iter().any(|o| !o.assisted));
             // Invariant 3: the list came back with its capacity.
-            assert_eq!(ops.capacity(), BATCH_CAPACITY);
+            assert_eq!(ops.capacity(), STEP_CAPACITY);
         }
     }
 
@@ -291,7 +291,7 @@ mod tests {
     fn one_call_is_made_inline_and_an_empty_step_is_free() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let assist = Assist::new(count.clone());
-        let mut ops = Vec::with_capacity(BATCH_CAPACITY);
+        let mut ops = Vec::with_capacity(STEP_CAPACITY);
         assist.run(&mut ops);
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
         ops.push(Op::new(Call::Read(range(0))));

@@ -69,7 +69,7 @@ pub trait Backend {
 impl Backend for Session<'_> {
     type Sampler = Sampler;
     fn n_slots(&self) -> usize {
-        self.options().n_seq.max(1) as usize
+        self.options().sequences() as usize
     }
     fn n_ctx_per_seq(&self) -> u32 {
         Session::n_ctx_per_seq(self)
