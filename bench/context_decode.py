@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Decode speed against the context a generation decodes after: `generate -n N` after a
 short and a long prompt, paged (cold cache, under a cgroup cap equal to the budget) and
-unpaged (warm: the file read once before), alternating, `--runs` each. Reports seconds per
+unpaged (warm: the file read once before), alternating, `--runs` each. With `--server`,
+also `serve` paged: a fresh server per run under the same cap, one llama.cpp-native
+`/completion` of the same prompt, and the figures from its `/stats`. Reports seconds per
 decoded token, the decode cache hit rate and the bytes read per decode step, and how much
 decode slows from the short to the long prompt, paged and unpaged: paging adds no fall of
 its own when the paged slowdown (in seconds per token) is no larger than the unpaged one.
 
     python3 bench/context_decode.py -m W1.gguf --budget-mb 8192 \
         --prompt short=bench/w1-prompt-128.txt --prompt long=bench/w1-prompt-2000.txt \
-        --flags='-ub 512' [--label after --label-bin before=OLD/epm-run] --runs 3 --out validate/context-decode-w1-8g.json
+        --flags='-ub 512' [--label after --label-bin before=OLD/epm-run] [--server] --runs 3 \
+        --out validate/context-decode-w1-8g.json
 """
 import argparse, json, os, shlex, statistics, sys, tempfile
 
@@ -25,7 +28,30 @@ def run_one(a, exe, tmp, tag, prompt, flags, cap=None):
     if cap:
         cmd = cap.wrap(cmd)
     epmlib.run(cmd, capture_output=True, text=True)
-    s = json.load(open(stats))
+    return figures(json.load(open(stats)))
+
+
+def run_server(a, exe, prompt, cap):
+    """One cold server under `cap`: the prompt as one `/completion` of `-n` tokens, greedy."""
+    cmd = cap.wrap([exe, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2",
+                    "--ram-budget-mb", str(a.budget_mb), *shlex.split(a.flags)])
+    proc, port = epmlib.start_server(cmd)
+    try:
+        status, body = epmlib.request_json(port, "POST", "/completion", {
+            "prompt": open(prompt).read(), "n_predict": a.n, "temperature": 0}, timeout=3600)
+        if status != 200 or body.get("tokens_predicted") != a.n:
+            sys.exit(f"/completion: HTTP {status}: {json.dumps(body)[:300]}")
+        status, s = epmlib.request_json(port, "GET", "/stats")
+        if status != 200:
+            sys.exit(f"/stats: HTTP {status}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+    return figures(s)
+
+
+def figures(s):
+    """What one run's stats say about its decode."""
     steps = max(s["io"]["decode_steps"], 1)
     d = s["experts"]["decode"]
     return {
@@ -51,6 +77,7 @@ def main():
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--server", action="store_true", help="also `serve` paged, a fresh server per run")
     ap.add_argument("--flags", default="", help="flags for every run (e.g. '-ub 512': tokens are compared across runs)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -71,6 +98,14 @@ def main():
                     row.update(cap.facts())
                 rows.setdefault(key, []).append(row)
                 print(json.dumps({key: row}), file=sys.stderr)
+            if a.server:
+                key = f"paged server {plabel}"
+                epmlib.drop_cache(a.model)
+                with epmlib.Cgroup(a.budget_mb * MIB, tag="ctxdec-serve") as cap:
+                    row = run_server(a, a.bin, pfile, cap)
+                    row.update(cap.facts())
+                rows.setdefault(key, []).append(row)
+                print(json.dumps({key: row}), file=sys.stderr)
             key = f"unpaged {plabel}"
             epmlib.run(["cat", a.model], stdout=open(os.devnull, "w"))
             row = run_one(a, a.bin, tmp, f"{key}-{r}".replace(" ", "_"), pfile, ["--no-pager"])
@@ -87,7 +122,7 @@ def main():
     } for key, rs in rows.items()}
     (short, _), (long_, _) = prompts[0], prompts[-1]
     falls = {}
-    for mode in [f"paged {b}" for b, _ in builds] + ["unpaged"]:
+    for mode in [f"paged {b}" for b, _ in builds] + ["paged server"] * a.server + ["unpaged"]:
         s_short = summary[f"{mode} {short}"]["decode_s_per_token_median"]
         s_long = summary[f"{mode} {long_}"]["decode_s_per_token_median"]
         falls[mode] = {"long_over_short": round(s_long / s_short, 3),

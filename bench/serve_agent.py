@@ -45,6 +45,13 @@ def prompt_tokens(port, messages, ctx):
     return int(m.group(1))
 
 
+def stats_now(port):
+    """The server's stats JSON now (counters are cumulative: a request's share is a difference)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", "/stats")
+    return json.loads(c.getresponse().read())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="target/release/epm-run")
@@ -89,7 +96,8 @@ def main():
         if resp.status != 200:
             proc.send_signal(signal.SIGTERM)
             raise SystemExit(f"request {i}: HTTP {resp.status}: {resp.read().decode(errors='replace')[:500]}")
-        ttft, usage, chunks, t_last = None, None, 0, None
+        before = stats_now(port)
+        ttft, first_text, usage, chunks, t_last = None, None, None, 0, None
         for raw in resp:
             line = raw.decode().strip()
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -98,11 +106,16 @@ def main():
             if ev.get("error"):
                 proc.send_signal(signal.SIGTERM)
                 raise SystemExit(f"request {i}: the stream ended with an error: {ev['error']}")
-            if ev.get("choices") and ev["choices"][0]["delta"].get("content"):
+            delta = ev["choices"][0]["delta"] if ev.get("choices") else {}
+            # The first token is the first generated text of any kind: a reasoning model's
+            # thinking streams before its answer, and a chat UI shows it.
+            if delta.get("content") or delta.get("reasoning_content"):
                 chunks += 1
                 t_last = time.time()
                 if ttft is None:
                     ttft = t_last - t0
+                if first_text is None and delta.get("content"):
+                    first_text = t_last - t0
             if ev.get("usage"):
                 usage = ev["usage"]
         conn.close()
@@ -111,9 +124,14 @@ def main():
             proc.send_signal(signal.SIGTERM)
             raise SystemExit(f"request {i}: the stream carried no usage ({chunks} content chunks)")
         decode = (usage["completion_tokens"] - 1) / (t_last - t0 - ttft) if usage and chunks > 1 and t_last - t0 > ttft else None
-        rows.append({"request": i, "ttft_s": ttft, "total_s": total, "prompt_tokens": usage["prompt_tokens"],
+        after = stats_now(port)
+        rows.append({"request": i, "ttft_s": ttft, "first_content_s": first_text, "total_s": total,
+                     "prompt_tokens": usage["prompt_tokens"],
                      "cached_tokens": usage["prompt_tokens_details"]["cached_tokens"],
-                     "completion_tokens": usage["completion_tokens"], "decode_tok_s": decode})
+                     "completion_tokens": usage["completion_tokens"], "decode_tok_s": decode,
+                     "read_bytes": after["io"]["read_bytes"] - before["io"]["read_bytes"],
+                     "hook_s": (after["hook"]["busy_us"] - before["hook"]["busy_us"]) / 1e6,
+                     "prompt_misses": after["experts"]["prompt"]["misses"] - before["experts"]["prompt"]["misses"]})
         print(rows[-1], flush=True)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/stats")

@@ -11,7 +11,8 @@ use epm_sys::Prefetch;
 /// How experts are paged: flags shared by `generate` and `serve`.
 #[derive(Args, Debug)]
 pub struct PagingArgs {
-    /// Experts used within this many recent tokens are never evicted.
+    /// Experts used within this many recent tokens are never evicted (tokens of a sequence:
+    /// a decode step of several sessions counts one).
     #[arg(long, default_value_t = 0)]
     pub hot_window: u64,
     /// How missing experts are read: `willneed` (asynchronous readahead, compute faults the
@@ -65,7 +66,7 @@ pub struct PagingArgs {
     #[arg(long)]
     predict_ignore_router_bias: bool,
     /// What the pager evicts first: `lfu-decay` (least frequently used, each selection's
-    /// weight halving in about 14 tokens) or `lru` (least recently used).
+    /// weight halving in about 14 tokens of a sequence) or `lru` (least recently used).
     #[arg(long, value_enum, default_value_t = CachePolicyArg::LfuDecay)]
     cache_policy: CachePolicyArg,
     /// What a prompt's ubatches evict: `cyclic` (the experts of the layers that ran last,

@@ -116,8 +116,8 @@ impl LayerSpec {
 pub struct PagerConfig {
     /// Bytes of expert pages that may be resident at once.
     pub expert_budget_bytes: u64,
-    /// Experts used within this many most recent tokens are never evicted (0: only the
-    /// experts of the layer being computed are protected).
+    /// Experts used within this many most recent tokens (of a sequence: decode steps) are
+    /// never evicted (0: only the experts of the layer being computed are protected).
     pub hot_window_tokens: u64,
     /// Page size used to cost an expert (its ranges rounded outward to pages).
     pub page_size: u64,
@@ -144,6 +144,15 @@ pub enum PromptEviction {
 }
 
 const NIL: u32 = u32::MAX;
+
+/// How far a ubatch of `n_tokens` advances the pager's clock: a prompt's tokens follow one
+/// another in one sequence, a decode step's tokens are one of each active sequence.
+pub fn clock_ticks(phase: Phase, n_tokens: u64) -> u64 {
+    match phase {
+        Phase::Prompt => n_tokens,
+        Phase::Decode => n_tokens.min(1),
+    }
+}
 
 /// Bytes of the pages `[offset, offset+len)` touches: what holding it resident costs.
 pub fn expert_span(offset: u64, len: u64, page: u64) -> u64 {
@@ -193,7 +202,10 @@ pub struct Pager<A: Advisor> {
     /// The phase of the latest `route` call; predictions made after it count in it.
     phase: Phase,
     resident_bytes: u64,
-    /// Token clock: advanced by each ubatch's token count when routing restarts at a lower layer.
+    /// Sequence-token clock, advanced when routing restarts at a lower layer (a new ubatch):
+    /// by the ubatch's token count in a prompt, and by one for a decode step, which carries
+    /// one token of each of K sequences. A sequence's routing drifts over its own tokens,
+    /// so the decay and the hot window span as many of its tokens at K = 4 as at K = 1.
     clock: u64,
     last_layer: Option<u32>,
     counters: Arc<PagerCounters>,
@@ -389,7 +401,7 @@ impl<A: Advisor> Pager<A> {
         selected: impl Iterator<Item = i32>,
     ) {
         if self.last_layer.is_none_or(|last| layer <= last) {
-            self.clock += n_tokens;
+            self.clock += clock_ticks(phase, n_tokens);
         }
         self.last_layer = Some(layer);
         self.phase = phase;

@@ -2,7 +2,8 @@
 //!
 //! - [`CachePolicy::Lru`]: least recently used (an intrusive doubly linked list).
 //! - [`CachePolicy::LfuDecay`]: least frequently used with decay (LRFU): every selection
-//!   adds a weight that grows by `1 / decay` per token, so a selection `n` tokens ago
+//!   adds a weight that grows by `1 / decay` per tick of the pager's clock (a token of a
+//!   sequence: a decode step of K sequences is one), so a selection `n` tokens ago
 //!   counts `decay^n` of one now; the slot with the least total goes first. Scores are kept
 //!   as logarithms (no overflow, however long the run) in a binary min-heap. The history of
 //!   a slot survives its eviction, so an expert that comes back is recognised.

@@ -208,6 +208,32 @@ fn token_clock_advances_per_ubatch_not_per_layer() {
 }
 
 #[test]
+fn a_decode_step_of_k_sequences_is_one_tick() {
+    // Four sequences decode together: each step is one token of each, so the hot window
+    // (and the LFU decay) spans as many of a sequence's tokens as with one sequence.
+    let mut p = pager(3, 3, 1);
+    for step in 0..3u64 {
+        p.route(0, Phase::Decode, 4, [step as i32].into_iter());
+        assert_eq!(p.clock, step + 1);
+    }
+    // Two more experts at step 4: experts 1 and 2 were used 2 and 1 steps ago, inside the
+    // window of 3; only 0 (3 steps ago) may go, and the budget is overrun by one. Counted
+    // in tokens of all four sequences, 1 and 2 would be 8 and 4 tokens old and evicted.
+    p.route(0, Phase::Decode, 4, [3, 4].into_iter());
+    let evicted: Vec<u32> = p
+        .advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, 0))
+        .collect();
+    assert_eq!(evicted, vec![0]);
+    assert_eq!(p.counters.overruns.get(), 1);
+    // A prompt ubatch still advances it by its tokens.
+    p.route(0, Phase::Prompt, 5, [0].into_iter());
+    assert_eq!(p.clock, 9);
+}
+
+#[test]
 fn cost_rounds_unaligned_experts_outward_to_pages() {
     let p = one_layer(100, 5000);
     // Expert 0 spans [100, 5100): pages 0 and 1. Expert 1 spans [5100, 10100): pages 1 and 2.

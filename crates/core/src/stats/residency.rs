@@ -7,8 +7,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Per-token decay of the heat (a selection's weight halves in about 14 tokens), the
-/// pager's default cache-policy decay whatever policy runs.
+/// Per-token decay of the heat (a selection's weight halves in about 14 tokens of a
+/// sequence, the pager's clock), the pager's default cache-policy decay whatever policy runs.
 pub const HEAT_DECAY: f64 = 0.95;
 
 /// The slots are `layer position * n_expert + expert`, as the pager's.
