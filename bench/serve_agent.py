@@ -89,6 +89,7 @@ def main():
         messages = history + [{"role": "user", "content": TURNS[i % len(TURNS)]}]
         body = json.dumps({"messages": messages, "max_tokens": a.max_tokens, "temperature": 0,
                            "stream": True, "stream_options": {"include_usage": True}})
+        before = stats_now(port)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
         t0 = time.time()
         conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
@@ -96,7 +97,6 @@ def main():
         if resp.status != 200:
             proc.send_signal(signal.SIGTERM)
             raise SystemExit(f"request {i}: HTTP {resp.status}: {resp.read().decode(errors='replace')[:500]}")
-        before = stats_now(port)
         ttft, first_text, usage, chunks, t_last = None, None, None, 0, None
         for raw in resp:
             line = raw.decode().strip()

@@ -147,7 +147,7 @@ const NIL: u32 = u32::MAX;
 
 /// How far a ubatch of `n_tokens` advances the pager's clock: a prompt's tokens follow one
 /// another in one sequence, a decode step's tokens are one of each active sequence.
-pub fn clock_ticks(phase: Phase, n_tokens: u64) -> u64 {
+fn clock_ticks(phase: Phase, n_tokens: u64) -> u64 {
     match phase {
         Phase::Prompt => n_tokens,
         Phase::Decode => n_tokens.min(1),
