@@ -14,7 +14,7 @@ import argparse, json, os, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
-from epmlib import machine, stats_decode  # noqa: E402
+from epmlib import disk_read_mb_s, disk_steady, machine, stats_decode  # noqa: E402
 
 
 def spread(xs):
@@ -57,7 +57,9 @@ def main():
                    "-n", str(a.n), "-c", str(a.c), "-t", t, "-f", a.prompt_file,
                    "--runs", "1", "--out", out] + [f"--epm-arg={x}" for x in a.arg + extra.split()]
             print("+", " ".join(cmd), file=sys.stderr, flush=True)
+            disk_before = disk_read_mb_s(a.model)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            disk_after = disk_read_mb_s(a.model)
             row = json.load(open(out))["rows"][0]
             s = row["stats"]
             ids = s["tokens"]["generated_ids"]
@@ -76,7 +78,8 @@ def main():
                  "advice_calls_ms_per_token": (s["io"]["will_need_us"] + s["io"]["evict_us"]) / 1e3
                  / max(s["tokens"]["prompt"] + s["tokens"]["generated"], 1),
                  "assist_calls": s["io"].get("assist_calls", 0),
-                 "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit")}
+                 "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit"),
+                 "disk_mb_s_before": disk_before, "disk_mb_s_after": disk_after}
             runs[label].append(r)
             print(label, rep, r, file=sys.stderr, flush=True)
     summary = {l: {k: spread([r[k] for r in rs]) for k in ("decode_tok_s", "prefill_tok_s",
@@ -93,11 +96,14 @@ def main():
               "binaries": dict(zip(labels, a.bin)), "bin_args": dict(zip(labels, bin_args)), "threads": dict(zip(labels, threads)), "summary": summary, "ratios": ratios,
               "all_same_tokens": all(r["same_tokens"] for rs in runs.values() for r in rs),
               "all_within_budget": all(r["within_budget"] for rs in runs.values() for r in rs),
+              # Times compare only while the disk kept its speed.
+              "disk_steady": disk_steady([r[k] for rs in runs.values() for r in rs
+                                          for k in ("disk_mb_s_before", "disk_mb_s_after")]),
               "runs": runs}
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     json.dump(report, open(a.out, "w"), indent=2)
     print(json.dumps({"summary": {l: summary[l]["decode_tok_s"] for l in labels}, "ratios": ratios,
-                      "all_same_tokens": report["all_same_tokens"]}, indent=1))
+                      "all_same_tokens": report["all_same_tokens"], "disk_steady": report["disk_steady"]}, indent=1))
     subprocess.run(["rm", "-rf", tmp])
 
 

@@ -15,7 +15,7 @@ texts must equal the first build's at the same K.
 import argparse, json, os, signal, statistics, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import Cgroup, drop_cache, machine, request_json, start_server  # noqa: E402
+from epmlib import Cgroup, disk_read_mb_s, disk_steady, drop_cache, machine, request_json, start_server  # noqa: E402
 
 PROMPTS = [
     "The history of the river valley begins with",
@@ -27,6 +27,7 @@ PROMPTS = [
 
 def one(a, exe, label, k, tmp, rep):
     drop_cache(a.model)
+    disk_before = disk_read_mb_s(a.model)
     stats_file = os.path.join(tmp, f"stats-{label}-{rep}-{k}.json")
     cmd = [exe, "serve", "-m", a.model, "--port", "0", "-c", str(1024 * k), "-t", "2", "--parallel", str(k),
            "--ram-budget-mb", str(a.budget_mb), "--stats-file", stats_file]
@@ -51,10 +52,12 @@ def one(a, exe, label, k, tmp, rep):
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)
         facts = cg.facts()
+    disk_after = disk_read_mb_s(a.model)
     s = json.load(open(stats_file))
     decode_s = s["tok_per_s"]["decode"] and s["tokens"]["generated"] / s["tok_per_s"]["decode"]
     steps = max(s["io"]["decode_steps"], 1)
     return {"build": label, "k": k, "rep": rep, "exit_code": code, "wall_s": wall, "requests": results, "cap": facts,
+            "disk_mb_s_before": disk_before, "disk_mb_s_after": disk_after,
             "generated": s["tokens"]["generated"], "aggregate_decode_tok_s": s["tok_per_s"]["decode"],
             "decode_s": decode_s, "decode_cache_hit_rate": s["experts"]["decode"]["cache_hit_rate"],
             "decode_read_bytes": s["io"]["decode_read_bytes"], "decode_steps": s["io"]["decode_steps"],
@@ -84,8 +87,8 @@ def main():
             for k in ks:
                 r = one(a, exe, label, k, tmp, rep)
                 print(f"rep {rep} {label} K={k}: {r['aggregate_decode_tok_s']:.2f} tok/s aggregate, "
-                      f"hit {r['decode_cache_hit_rate']:.3f}, hook {r['hook_decode_ms_per_step']:.0f} ms/step",
-                      flush=True)
+                      f"hit {r['decode_cache_hit_rate']:.3f}, hook {r['hook_decode_ms_per_step']:.0f} ms/step, "
+                      f"disk {r['disk_mb_s_before']} -> {r['disk_mb_s_after']} MB/s", flush=True)
                 runs.append(r)
     budget = a.budget_mb << 20
     first = builds[0][0]
@@ -118,6 +121,9 @@ def main():
               "builds": dict(builds),
               **(per_build[first] if len(builds) == 1 else {"per_build": per_build}),
               "texts_equal_across_builds": same_texts,
+              # Times compare only while the disk kept its speed (bytes and hit rates do not
+              # depend on it).
+              "disk_steady": disk_steady([r[k] for r in runs for k in ("disk_mb_s_before", "disk_mb_s_after")]),
               "all_ok": same_texts and all(r["exit_code"] == 0 and r["cap"]["oom_kills"] == 0 and r["peak_rss_bytes"] <= budget
                                            and all(q["status"] == 200 and q["tokens"] == a.tokens for q in r["requests"])
                                            for r in runs),

@@ -14,6 +14,7 @@
 """
 import http.client
 import json
+import mmap
 import os
 import platform
 import re
@@ -104,6 +105,43 @@ def drop_cache(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def disk_read_mb_s(path, mib=64):
+    """The disk's read speed now, in MB/s: `mib` MiB of `path` read with O_DIRECT (past the
+    page cache, which it leaves alone) from an offset that moves from call to call; None
+    where O_DIRECT is refused. A host's rate limit can slow a virtual disk tenfold within a
+    session, so alternating sets record it before and after every run: a run whose disk
+    speed differs from its neighbours' is not comparable with them."""
+    chunk = 1 << 20
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        span = max(size - mib * chunk, 0) // chunk
+        start = (int(time.time() * 1e6) % span if span else 0) * chunk
+        buf = mmap.mmap(-1, chunk)
+        t = time.time()
+        done = 0
+        for i in range(mib):
+            n = os.preadv(fd, [buf], start + i * chunk)
+            if n <= 0:
+                break
+            done += n
+        return round(done / 1e6 / max(time.time() - t, 1e-9), 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def disk_steady(speeds, tolerance=0.5):
+    """Whether every measured speed is within `tolerance` of the fastest (missing ones
+    are left out): the condition for comparing runs of one alternating set by time."""
+    xs = [x for x in speeds if x]
+    return not xs or min(xs) >= tolerance * max(xs)
 
 
 def cached_bytes(path):
