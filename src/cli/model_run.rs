@@ -12,7 +12,8 @@ use clap::Args;
 
 use epm_core::diagnose;
 use epm_core::model::ModelIndex;
-use epm_core::plan::{make_plan, Plan};
+use epm_core::pager::CachePolicy;
+use epm_core::plan::{make_plan, step_selection_bound_bytes, Plan};
 use epm_core::stats::{PagerCounters, RunStats};
 use epm_core::threads::{ComputeThreads, Threads};
 use epm_engine::telemetry::{self, MemorySampler};
@@ -126,6 +127,19 @@ impl ModelRunArgs {
             mode,
             paging: self.paging.options(threads.decode, cores),
         };
+        if let (Some(cache), CachePolicy::Lru) = (expert_budget, engine.paging.cache_policy) {
+            let step = step_selection_bound_bytes(&index, n_seq);
+            if step > cache {
+                tracing::warn!(
+                    "--cache-policy lru: one decode step of {n_seq} sequence(s) can select {} MiB \
+                     of experts, more than the {} MiB expert cache; LRU then evicts what the next \
+                     step needs first and few selections hit (lfu-decay, the default, keeps the \
+                     frequently selected ones)",
+                    step >> 20,
+                    cache >> 20
+                );
+            }
+        }
         let session = SessionOptions {
             n_ctx: shape.n_ctx,
             n_batch: self.batch.max(shape.n_ubatch),
