@@ -294,7 +294,7 @@ pub fn choose_ubatch(
 
 /// The most one decode step of `n_seq` sequences can select: each sequence's
 /// `n_expert_used` experts in every MoE layer (no more than the layer has; less when the
-/// sequences share). An expert cache smaller than this cannot hold one step's selections:
+/// sequences share). An expert cache smaller than this may not hold one step's selections:
 /// least-recently-used eviction then drops, step after step, what the next step needs
 /// first, and almost nothing hits (`epm-run sim`: 0.6% with 4 sessions on W1 at 4 GiB).
 pub fn step_selection_bound_bytes(index: &ModelIndex, n_seq: u32) -> u64 {
