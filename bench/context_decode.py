@@ -87,30 +87,30 @@ def main():
     builds = [(a.label, a.bin)] + [tuple(x.split("=", 1)) for x in a.label_bin]
     tmp = tempfile.mkdtemp(prefix="epm-ctxdec-")
     rows = {}
+
+    def record(key, row):
+        rows.setdefault(key, []).append(row)
+        print(json.dumps({key: row}), file=sys.stderr)
+
+    def cold_capped(key, run):
+        """`run(cap)` from a cold cache under a cap equal to the budget, recorded as `key`."""
+        epmlib.drop_cache(a.model)
+        with epmlib.Cgroup(a.budget_mb * MIB, tag="ctxdec") as cap:
+            row = run(cap)
+            row.update(cap.facts())
+        record(key, row)
+
     for r in range(a.runs):
         for plabel, pfile in prompts:
             for blabel, exe in builds:
                 key = f"paged {blabel} {plabel}"
-                epmlib.drop_cache(a.model)
-                with epmlib.Cgroup(a.budget_mb * MIB, tag="ctxdec") as cap:
-                    row = run_one(a, exe, tmp, f"{key}-{r}".replace(" ", "_"), pfile,
-                                  ["--ram-budget-mb", str(a.budget_mb)], cap)
-                    row.update(cap.facts())
-                rows.setdefault(key, []).append(row)
-                print(json.dumps({key: row}), file=sys.stderr)
+                cold_capped(key, lambda cap: run_one(a, exe, tmp, f"{key}-{r}".replace(" ", "_"), pfile,
+                                                     ["--ram-budget-mb", str(a.budget_mb)], cap))
             if a.server:
-                key = f"paged server {plabel}"
-                epmlib.drop_cache(a.model)
-                with epmlib.Cgroup(a.budget_mb * MIB, tag="ctxdec-serve") as cap:
-                    row = run_server(a, a.bin, pfile, cap)
-                    row.update(cap.facts())
-                rows.setdefault(key, []).append(row)
-                print(json.dumps({key: row}), file=sys.stderr)
+                cold_capped(f"paged server {plabel}", lambda cap: run_server(a, a.bin, pfile, cap))
             key = f"unpaged {plabel}"
             epmlib.run(["cat", a.model], stdout=open(os.devnull, "w"))
-            row = run_one(a, a.bin, tmp, f"{key}-{r}".replace(" ", "_"), pfile, ["--no-pager"])
-            rows.setdefault(key, []).append(row)
-            print(json.dumps({key: row}), file=sys.stderr)
+            record(key, run_one(a, a.bin, tmp, f"{key}-{r}".replace(" ", "_"), pfile, ["--no-pager"]))
     med = lambda key, field: statistics.median(x[field] for x in rows[key])  # noqa: E731
     summary = {key: {
         "decode_s_per_token_median": round(med(key, "decode_s_per_token"), 3),

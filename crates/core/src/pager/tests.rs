@@ -94,6 +94,15 @@ fn expert_of(r: &FileRange, layer: u32) -> u32 {
     ((r.offset - u64::from(layer) * u64::from(N_EXPERT) * EXPERT) / EXPERT) as u32
 }
 
+/// The experts of `layer` evicted so far, in eviction order.
+fn evicted_experts(p: &Pager<Recorder>, layer: u32) -> Vec<u32> {
+    p.advisor()
+        .evicted
+        .iter()
+        .map(|r| expert_of(r, layer))
+        .collect()
+}
+
 #[test]
 fn misses_are_advised_in_and_hits_are_not() {
     let mut p = pager(8, 0, 1);
@@ -116,12 +125,7 @@ fn evicts_least_recently_used_first() {
     p.route(0, Phase::Decode, 1, [0].into_iter()); // 0 becomes most recent; LRU order now 1, 2, 0
     p.route(0, Phase::Decode, 1, [3].into_iter());
     p.route(0, Phase::Decode, 1, [4].into_iter());
-    let evicted: Vec<u32> = p
-        .advisor()
-        .evicted
-        .iter()
-        .map(|r| expert_of(r, 0))
-        .collect();
+    let evicted = evicted_experts(&p, 0);
     assert_eq!(evicted, vec![1, 2]);
     assert!(p.is_resident(0, 0) && p.is_resident(0, 3) && p.is_resident(0, 4));
     assert_eq!(p.resident_bytes(), 3 * EXPERT);
@@ -138,12 +142,7 @@ fn pinned_experts_are_never_evicted_even_over_budget() {
     assert_eq!(p.counters.overruns.get(), 1);
     // The next call unpins them; the new selection forces the old ones out.
     p.route(0, Phase::Decode, 1, [5].into_iter());
-    let evicted: Vec<u32> = p
-        .advisor()
-        .evicted
-        .iter()
-        .map(|r| expert_of(r, 0))
-        .collect();
+    let evicted = evicted_experts(&p, 0);
     assert_eq!(evicted, vec![0, 1, 2]);
     assert!(p.is_resident(0, 3) && p.is_resident(0, 5));
 }
@@ -179,20 +178,10 @@ fn hot_window_protects_recent_tokens() {
     p.route(0, Phase::Decode, 1, [0].into_iter()); // token 1
     p.route(0, Phase::Decode, 1, [1].into_iter()); // token 2
     p.route(0, Phase::Decode, 1, [2].into_iter()); // token 3: 1 is within the window, 0 is not
-    let evicted: Vec<u32> = p
-        .advisor()
-        .evicted
-        .iter()
-        .map(|r| expert_of(r, 0))
-        .collect();
+    let evicted = evicted_experts(&p, 0);
     assert_eq!(evicted, vec![0]);
     p.route(0, Phase::Decode, 1, [3].into_iter()); // token 4: 2 in window, 1 is now 2 tokens old
-    let evicted: Vec<u32> = p
-        .advisor()
-        .evicted
-        .iter()
-        .map(|r| expert_of(r, 0))
-        .collect();
+    let evicted = evicted_experts(&p, 0);
     assert_eq!(evicted, vec![0, 1]);
 }
 
@@ -220,12 +209,7 @@ fn a_decode_step_of_k_sequences_is_one_tick() {
     // window of 3; only 0 (3 steps ago) may go, and the budget is overrun by one. Counted
     // in tokens of all four sequences, 1 and 2 would be 8 and 4 tokens old and evicted.
     p.route(0, Phase::Decode, 4, [3, 4].into_iter());
-    let evicted: Vec<u32> = p
-        .advisor()
-        .evicted
-        .iter()
-        .map(|r| expert_of(r, 0))
-        .collect();
+    let evicted = evicted_experts(&p, 0);
     assert_eq!(evicted, vec![0]);
     assert_eq!(p.counters.overruns.get(), 1);
     // A prompt ubatch still advances it by its tokens.
