@@ -41,7 +41,9 @@ pub struct PageCost {
     pub incomplete_ranges: usize,
     /// `FileHugePages` of `/proc/meminfo` grown while reading (large file folios made).
     pub file_huge_pages_bytes: u64,
-    /// Bytes of the file still in the page cache after every range was dropped.
+    /// Bytes of the asked ranges (rounded out to pages) still in the page cache after every
+    /// range was dropped. Only the ranges: the rest of the file may hold pages of reads this
+    /// measurement did not make (the model's header, parsed before, read ahead late).
     pub cached_after_evict_bytes: u64,
 }
 
@@ -151,9 +153,9 @@ pub fn measure(
         view.evict(offset, len);
     }
     let (cpu3, sys3) = thread_cpu_us();
+    let cached_after_evict_bytes = ranges.iter().map(|&(o, l)| view.resident_bytes(o, l)).sum();
     drop(view);
     drop(map);
-    let cached_after_evict_bytes = cache::file_cache_resident_bytes(path).map_err(io_err)?;
     cache::drop_file_cache(path).map_err(io_err)?;
     let mib = bytes as f64 / (1u64 << 20) as f64;
     let per_mib = |us: u64| us as f64 / 1000.0 / mib.max(1e-9);
