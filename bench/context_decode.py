@@ -93,11 +93,14 @@ def main():
         print(json.dumps({key: row}), file=sys.stderr)
 
     def cold_capped(key, run):
-        """`run(cap)` from a cold cache under a cap equal to the budget, recorded as `key`."""
+        """`run(cap)` from a cold cache under a cap equal to the budget, recorded as `key`
+        with the disk's speed just before and after it."""
         epmlib.drop_cache(a.model)
+        disk_before = epmlib.disk_read_mb_s(a.model)
         with epmlib.Cgroup(a.budget_mb * MIB, tag="ctxdec") as cap:
             row = run(cap)
             row.update(cap.facts())
+        row.update(disk_mb_s_before=disk_before, disk_mb_s_after=epmlib.disk_read_mb_s(a.model))
         record(key, row)
 
     for r in range(a.runs):
@@ -108,8 +111,10 @@ def main():
                                                      ["--ram-budget-mb", str(a.budget_mb)], cap))
             if a.server:
                 cold_capped(f"paged server {plabel}", lambda cap: run_server(a, a.bin, pfile, cap))
+        # Unpaged runs are warm: the file is read once per repetition, not once per prompt.
+        epmlib.run(["cat", a.model], stdout=open(os.devnull, "w"))
+        for plabel, pfile in prompts:
             key = f"unpaged {plabel}"
-            epmlib.run(["cat", a.model], stdout=open(os.devnull, "w"))
             record(key, run_one(a, a.bin, tmp, f"{key}-{r}".replace(" ", "_"), pfile, ["--no-pager"]))
     med = lambda key, field: statistics.median(x[field] for x in rows[key])  # noqa: E731
     summary = {key: {
@@ -120,13 +125,15 @@ def main():
         "ubatch": rs[0]["ubatch"],
         "prompt_tokens": rs[0]["prompt_tokens"],
     } for key, rs in rows.items()}
-    (short, _), (long_, _) = prompts[0], prompts[-1]
+    # How each longer prompt slows decode against the shortest, per mode.
+    short = prompts[0][0]
     falls = {}
     for mode in [f"paged {b}" for b, _ in builds] + ["paged server"] * a.server + ["unpaged"]:
         s_short = summary[f"{mode} {short}"]["decode_s_per_token_median"]
-        s_long = summary[f"{mode} {long_}"]["decode_s_per_token_median"]
-        falls[mode] = {"long_over_short": round(s_long / s_short, 3),
-                       "added_s_per_token": round(s_long - s_short, 3)}
+        for plabel, _ in prompts[1:]:
+            s_long = summary[f"{mode} {plabel}"]["decode_s_per_token_median"]
+            falls.setdefault(mode, {})[f"{plabel}_over_{short}"] = {
+                "ratio": round(s_long / s_short, 3), "added_s_per_token": round(s_long - s_short, 3)}
     unpaged_ids = {p: rows[f"unpaged {p}"][0]["generated_ids"] for p, _ in prompts}
     same = all(x["generated_ids"] == unpaged_ids[key.rsplit(" ", 1)[1]] for key, rs in rows.items() for x in rs)
     within = all(x["peak_rss_bytes"] <= a.budget_mb * MIB and x.get("oom_kills", 0) == 0
@@ -139,11 +146,14 @@ def main():
         "all_passed": same and within,
         "tokens_equal_unpaged": same,
         "within_budget_no_oom": within,
+        # Times compare only while the disk kept its speed.
+        "disk_steady": epmlib.disk_steady([x[k] for key, rs in rows.items() if key.startswith("paged")
+                                           for x in rs for k in ("disk_mb_s_before", "disk_mb_s_after")]),
         "falls": falls,
         "summary": summary,
         "runs": rows,
     }
-    epmlib.write_report(a.out, report, tmp=tmp, summary_keys=["falls", "summary", "all_passed"])
+    epmlib.write_report(a.out, report, tmp=tmp, summary_keys=["falls", "summary", "all_passed", "disk_steady"])
 
 
 if __name__ == "__main__":

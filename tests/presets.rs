@@ -93,12 +93,36 @@ fn check_preset(model: &Path, dir: &Path) {
         }
         assert!(stats.experts.evictions > 0, "no evictions at {budget} MiB");
         assert!(stats.memory.peak_rss_bytes <= budget * MIB);
+        check_token_table_loan(&stats, &format!("{budget} MiB {extra:?}"));
     }
     let floats: Vec<f32> = ref_logits
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect();
     assert!(floats.iter().all(|x| x.is_finite()), "NaN or Inf in logits");
+}
+
+/// Every preset has its own output head, so the token table's unread pages are lent to
+/// the expert cache: the cache used them (its peak is above its share of the measured
+/// budget), and the page cache holds no more of the table than the rows read took back.
+fn check_token_table_loan(stats: &Snapshot, what: &str) {
+    let m = &stats.memory;
+    assert!(
+        m.token_table_lent_bytes > 0,
+        "nothing of the token table lent at {what}"
+    );
+    assert!(
+        m.token_table_cached_bytes_at_exit <= m.token_table_taken_bytes,
+        "the page cache holds {} bytes of the token table, {} were taken back, at {what}",
+        m.token_table_cached_bytes_at_exit,
+        m.token_table_taken_bytes
+    );
+    let share = stats.expert_budget_bytes - stats.io.evict_slack_bytes;
+    assert!(
+        stats.experts.resident_peak_bytes > share,
+        "the expert cache peaked at {} bytes, within its share {share} of the budget, at {what}",
+        stats.experts.resident_peak_bytes
+    );
 }
 
 /// Synthesize a single-file preset in its own temp dir and check it.

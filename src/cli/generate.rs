@@ -120,7 +120,7 @@ fn read_prompt(a: &GenerateArgs) -> Result<String> {
 
 fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
     let logits = match &a.dump_logits {
-        Some(p) => Some(std::io::BufWriter::new(
+        Some(p) => Some(epm_sys::fs::UncachedWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
         )),
         None => None,

@@ -93,6 +93,15 @@ pub fn run(a: PlanArgs) -> Result<()> {
             100.0 * (p.expert_budget_bytes.min(p.expert_bytes)) as f64
                 / p.expert_bytes.max(1) as f64
         );
+        if let Some(t) = index
+            .token_table
+            .filter(|_| p.expert_budget_bytes < p.expert_bytes)
+        {
+            println!(
+                "token table      {}  lent to the expert cache, page by page until a token reads a row on it",
+                m(t.rows * t.row_bytes)
+            );
+        }
     } else {
         println!(
             "budget           {}  is below the minimum",

@@ -5,6 +5,7 @@
 //! pager may hold, and the RSS guard's limit. The engine, the hook's attach and the pager
 //! take what this gives; none of them computes a budget of its own.
 
+use crate::model::TokenTable;
 use crate::plan::{BelowMinimum, RunShape};
 use crate::units::MIB;
 
@@ -100,6 +101,122 @@ impl Budgets {
     }
 }
 
+/// The token-embedding table's pages that no token has read yet, lent to the expert cache.
+///
+/// The reserve counts every non-expert byte as resident, but llama.cpp reads the token
+/// table (`get_rows`) one row per token of a batch, so a run faults in only the rows of the
+/// tokens it has seen: on W1 the 255 MB table is a tenth of the expert cache at 4 GiB, and
+/// gpt-oss's BF16 table is 1.2 GB. While the table is uncached and advised random (no
+/// read-around), its pages become resident exactly when a row on them is read. So its
+/// unread pages are budget the expert cache may use, and a batch's new rows are taken
+/// back, evicting experts if needed, before llama.cpp reads them: resident experts plus
+/// the pages read stay within the reserve's accounting at every step.
+///
+/// Invariants (checked in the tests):
+/// 1. `taken` has a bit for each page of the table; the first and last pages (which a
+///    neighbouring tensor's reads may bring in) are set from the start.
+/// 2. A page's bit is set iff it is an edge page or a row passed to `take_rows` overlaps it.
+/// 3. `taken_pages` is the number of bits set, and `lent_bytes() == (n_pages - taken_pages)
+///    * page`, never more than the table's own bytes.
+#[derive(Debug, Clone)]
+pub struct TokenRowLoan {
+    table: TokenTable,
+    page: u64,
+    first_page: u64,
+    n_pages: u64,
+    taken: Vec<u64>,
+    taken_pages: u64,
+}
+
+impl TokenRowLoan {
+    /// All of `table` but its edge pages, lent; `page` is the system page size.
+    pub fn new(table: TokenTable, page: u64) -> TokenRowLoan {
+        let page = page.max(1);
+        let end = table.offset + table.rows * table.row_bytes;
+        let first_page = table.offset / page;
+        let n_pages = end.div_ceil(page).saturating_sub(first_page).max(1);
+        let mut loan = TokenRowLoan {
+            table,
+            page,
+            first_page,
+            n_pages,
+            taken: vec![0; n_pages.div_ceil(64) as usize],
+            taken_pages: 0,
+        };
+        loan.take_page(0);
+        loan.take_page(n_pages - 1);
+        loan
+    }
+
+    /// Bytes of the table's pages no row read has touched.
+    pub fn lent_bytes(&self) -> u64 {
+        (self.n_pages - self.taken_pages) * self.page
+    }
+
+    /// Bytes of the table's pages taken back (read, or edge pages).
+    pub fn taken_bytes(&self) -> u64 {
+        self.taken_pages * self.page
+    }
+
+    /// The pages the rows of `tokens` lie on are about to be read: take them back, and
+    /// push the file offset of each page newly taken onto `fresh` (so the caller can read
+    /// them in). Returns the bytes newly taken. Ids outside the table are left to llama.cpp
+    /// to refuse.
+    pub fn take_rows(
+        &mut self,
+        tokens: impl IntoIterator<Item = i32>,
+        fresh: &mut Vec<u64>,
+    ) -> u64 {
+        let before = self.taken_pages;
+        for t in tokens {
+            let Ok(row) = u64::try_from(t) else { continue };
+            if row >= self.table.rows {
+                continue;
+            }
+            let start = self.table.offset + row * self.table.row_bytes;
+            let end = start + self.table.row_bytes;
+            for p in start / self.page..end.div_ceil(self.page) {
+                if self.take_page(p - self.first_page) {
+                    fresh.push(p * self.page);
+                }
+            }
+        }
+        (self.taken_pages - before) * self.page
+    }
+
+    /// Take page `p` (counted from the table's first); true if it was lent until now.
+    fn take_page(&mut self, p: u64) -> bool {
+        let (word, bit) = ((p / 64) as usize, 1u64 << (p % 64));
+        let lent = self.taken[word] & bit == 0;
+        if lent {
+            self.taken[word] |= bit;
+            self.taken_pages += 1;
+        }
+        lent
+    }
+
+    /// The table this loan is of.
+    pub fn table(&self) -> TokenTable {
+        self.table
+    }
+
+    /// File byte range of the table's pages, edge pages included (page-aligned).
+    pub fn pages(&self) -> (u64, u64) {
+        let start = self.first_page * self.page;
+        (start, start + self.n_pages * self.page)
+    }
+
+    /// File byte range of the pages lent at the start: the table's pages but the edges
+    /// (page-aligned; empty for a table of one or two pages). Nothing may read it ahead.
+    pub fn interior(&self) -> (u64, u64) {
+        let (start, end) = self.pages();
+        if self.n_pages < 3 {
+            return (start, start);
+        }
+        (start + self.page, end - self.page)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +296,87 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("minimum of 1500 MiB"), "{msg}");
         assert!(msg.contains("reserve 1200 MiB"), "{msg}");
+    }
+
+    fn check_loan(l: &TokenRowLoan, taken_rows: &[u64]) {
+        // 1 and 2.
+        let mut expect = vec![false; l.n_pages as usize];
+        expect[0] = true;
+        expect[l.n_pages as usize - 1] = true;
+        for &r in taken_rows {
+            let start = l.table.offset + r * l.table.row_bytes;
+            let end = start + l.table.row_bytes;
+            for p in start / l.page..end.div_ceil(l.page) {
+                expect[(p - l.first_page) as usize] = true;
+            }
+        }
+        for (p, &e) in expect.iter().enumerate() {
+            assert_eq!(
+                l.taken[p / 64] >> (p % 64) & 1 == 1,
+                e,
+                "invariant 2: page {p}"
+            );
+        }
+        // 3.
+        let set = expect.iter().filter(|&&b| b).count() as u64;
+        assert_eq!(l.taken_pages, set, "invariant 3");
+        assert_eq!(l.lent_bytes(), (l.n_pages - set) * l.page, "invariant 3");
+        assert!(
+            l.lent_bytes() <= l.table.rows * l.table.row_bytes,
+            "invariant 3"
+        );
+    }
+
+    #[test]
+    fn a_row_read_takes_back_exactly_the_pages_it_lies_on() {
+        // 100 rows of 1,700 bytes from an unaligned offset: rows straddle pages.
+        let table = TokenTable {
+            file: 0,
+            offset: 10_000,
+            row_bytes: 1_700,
+            rows: 100,
+        };
+        let mut l = TokenRowLoan::new(table, 4096);
+        check_loan(&l, &[]);
+        // Bytes 10,000..180,000: pages 2..=43, 42 pages, two of them edges.
+        assert_eq!(l.lent_bytes(), 40 * 4096);
+        assert_eq!(l.pages(), (2 * 4096, 44 * 4096));
+        assert_eq!(l.interior(), (3 * 4096, 43 * 4096));
+        // Row 9 is bytes 25,300..27,000: page 6 only. Row 10 (27,000..28,700) crosses
+        // into page 7.
+        let mut fresh = Vec::new();
+        assert_eq!(l.take_rows([9], &mut fresh), 4096);
+        assert_eq!(fresh, [6 * 4096]);
+        assert_eq!(l.take_rows([10], &mut fresh), 4096);
+        assert_eq!(fresh, [6 * 4096, 7 * 4096]);
+        check_loan(&l, &[9, 10]);
+        // Row 12 (30,400..32,100) is on page 7, taken; row 13 (32,100..33,800) on 7 and 8.
+        fresh.clear();
+        assert_eq!(l.take_rows([12, 13, 10], &mut fresh), 4096);
+        assert_eq!(fresh, [8 * 4096]);
+        check_loan(&l, &[9, 10, 12, 13]);
+        // Already taken, out of range and negative ids take nothing.
+        fresh.clear();
+        assert_eq!(l.take_rows([13, 100, -1], &mut fresh), 0);
+        assert!(fresh.is_empty());
+        check_loan(&l, &[9, 10, 12, 13]);
+        // Every row: nothing is lent any more.
+        l.take_rows(0..100, &mut fresh);
+        check_loan(&l, &(0..100).collect::<Vec<_>>());
+        assert_eq!(l.lent_bytes(), 0);
+    }
+
+    #[test]
+    fn a_table_within_one_page_lends_nothing() {
+        let table = TokenTable {
+            file: 0,
+            offset: 4096,
+            row_bytes: 8,
+            rows: 10,
+        };
+        let l = TokenRowLoan::new(table, 4096);
+        check_loan(&l, &[]);
+        assert_eq!(l.lent_bytes(), 0);
+        assert_eq!(l.interior(), (4096, 4096));
     }
 }

@@ -134,6 +134,23 @@ pub struct ModelIndex {
     /// Bytes of all tensor data.
     pub tensor_bytes: u64,
     pub expert_bytes: u64,
+    /// The token-embedding table, when only its rows of the tokens seen are ever read.
+    pub token_table: Option<TokenTable>,
+}
+
+/// The token-embedding table (`token_embd.weight`, `[n_embd, n_vocab]`) when llama.cpp
+/// reads it one row per token and nothing else: the model has its own output head
+/// (`output.weight`). With tied embeddings the table is also the output matrix and every
+/// decode step reads all of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenTable {
+    /// Index into [`ModelIndex::files`].
+    pub file: usize,
+    /// Absolute file offset of row 0.
+    pub offset: u64,
+    /// Bytes of one token's row.
+    pub row_bytes: u64,
+    pub rows: u64,
 }
 
 /// Where a router's bias vector applies: to the logits, or to the gated scores.
@@ -243,9 +260,20 @@ impl ModelIndex {
         let mut biases = Vec::new();
         let mut tensor_bytes = 0u64;
         let mut expert_bytes = 0u64;
+        let mut token_table = None;
+        let mut has_output_head = false;
         for (file, shard) in model.shards.iter().enumerate() {
             for t in &shard.tensors {
                 tensor_bytes += t.n_bytes;
+                has_output_head |= t.name == "output.weight";
+                if let ("token_embd.weight", [ne0, rows]) = (t.name.as_str(), t.dims.as_slice()) {
+                    token_table = t.ggml_type.row_bytes(*ne0).map(|row_bytes| TokenTable {
+                        file,
+                        offset: shard.abs_offset(t),
+                        row_bytes,
+                        rows: *rows,
+                    });
+                }
                 if let (Some(layer), [n_embd, n_exp]) = (layer_of(&t.name), t.dims.as_slice()) {
                     if t.name.ends_with(".ffn_gate_inp.weight") && *n_exp == u64::from(n_expert) {
                         routers.push(RouterTensor {
@@ -334,6 +362,7 @@ impl ModelIndex {
             routing,
             tensor_bytes,
             expert_bytes,
+            token_table: token_table.filter(|_| has_output_head),
         })
     }
 
@@ -436,6 +465,46 @@ mod tests {
         assert_eq!(idx.expert_bytes, 2 * 4 * 8 * (144 + 210));
         assert_eq!(idx.non_expert_bytes(), idx.model_bytes() - idx.expert_bytes);
         assert_eq!(idx.routers.len(), 2);
+        assert_eq!(
+            idx.token_table, None,
+            "without output.weight the table is the output head too"
+        );
+    }
+
+    #[test]
+    fn the_token_table_is_lendable_only_beside_an_output_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        let mut w = GgufWriter::new();
+        qwen3moe(&mut w, 1);
+        w.tensor(TensorSpec::new("output.weight", &[256, 10], GgmlType::Q6_K));
+        w.tensor(TensorSpec::new(
+            "token_embd.weight",
+            &[256, 10],
+            GgmlType::Q8_0,
+        ));
+        w.tensor(TensorSpec::new(
+            "blk.0.ffn_up_exps.weight",
+            &[256, 8, 4],
+            GgmlType::Q4_K,
+        ));
+        write_zeros(&w, &path);
+        let model = GgufModel::open(&path).unwrap();
+        let idx = ModelIndex::build(&model).unwrap();
+        let t = model.shards[0]
+            .tensors
+            .iter()
+            .find(|t| t.name == "token_embd.weight")
+            .unwrap();
+        assert_eq!(
+            idx.token_table,
+            Some(TokenTable {
+                file: 0,
+                offset: model.shards[0].abs_offset(t),
+                row_bytes: 8 * 34,
+                rows: 10,
+            })
+        );
     }
 
     #[test]

@@ -395,6 +395,7 @@ mod tests {
             routing: Default::default(),
             tensor_bytes: expert_bytes + 1_200 * MIB,
             expert_bytes,
+            token_table: None,
         }
     }
 

@@ -283,6 +283,7 @@ impl<'e> Session<'e> {
                     .add(LlamaToken(t), (first + i) as i32, &[seq], is_last)
                     .map_err(EngineError::llama)?;
             }
+            self.hooked.hook().take_token_rows(chunk.iter().copied());
             self.decode_batch(Phase::Prompt)?;
             stats.prefill_done.add(chunk.len() as u64);
             done += chunk.len();
@@ -310,6 +311,9 @@ impl<'e> Session<'e> {
                 .add(LlamaToken(s.token), s.pos as i32, &[s.seq], true)
                 .map_err(EngineError::llama)?;
         }
+        self.hooked
+            .hook()
+            .take_token_rows(steps.iter().map(|s| s.token));
         self.decode_batch(Phase::Decode)
     }
 
@@ -405,6 +409,14 @@ impl<'e> Session<'e> {
                 if t.flush().is_err() {
                     tracing::warn!("the routing trace could not be written in full");
                 }
+            }
+            let table = attach::token_table_cached_bytes(active);
+            hook.stats.token_table_cached_at_exit.set(table);
+            if let Some(loan) = active.loan.as_ref().filter(|l| table > l.taken_bytes()) {
+                tracing::warn!(
+                    "the page cache holds {table} bytes of the token table, more than the {} bytes read, outside the budget's accounting",
+                    loan.taken_bytes()
+                );
             }
             let stray = attach::stray_expert_cache_bytes(active);
             hook.stats.stray_expert_cache.set(stray);

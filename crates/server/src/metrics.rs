@@ -278,8 +278,14 @@ impl Collector for Scrape {
         gauge(
             e,
             "epm_expert_budget_bytes",
-            "Expert bytes allowed resident.",
+            "Expert bytes allowed resident, besides what the token table lends.",
             n(s.expert_budget_bytes),
+        )?;
+        gauge(
+            e,
+            "epm_token_table_lent_bytes",
+            "Token-embedding pages not yet read, lent to the expert cache.",
+            n(s.memory.token_table_lent_bytes),
         )?;
         counter(
             e,

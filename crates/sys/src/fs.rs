@@ -1,5 +1,6 @@
 //! Files: atomic replacement (a temporary name, fsync, rename), `O_DIRECT` streaming writes
-//! on threads of their own, page-aligned buffers, and free space.
+//! on threads of their own, outputs that leave nothing in the page cache, page-aligned
+//! buffers, and free space.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -103,6 +104,69 @@ pub fn create_for_streaming(path: &Path) -> io::Result<(File, bool)> {
         // tmpfs and some network filesystems refuse O_DIRECT.
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((opts.open(path)?, false)),
         Err(e) => Err(e),
+    }
+}
+
+/// A buffered file writer that drops what it wrote from the page cache as it goes: every
+/// [`UncachedWriter::DROP_EVERY`] bytes, and on `flush`, the written bytes are made durable
+/// (`fdatasync`) and advised out (`POSIX_FADV_DONTNEED`; dirty pages would be kept).
+///
+/// A run's own outputs (a logits dump writes 600 KB per token on a 152k vocabulary) are
+/// page cache the budget does not count; under a memory cap that charges page cache
+/// (cgroups) they would take the room of the experts and make the kernel reclaim them.
+pub struct UncachedWriter {
+    inner: io::BufWriter<File>,
+    /// Bytes handed to the file, and of those the prefix already dropped from the cache.
+    written: u64,
+    dropped: u64,
+}
+
+impl UncachedWriter {
+    pub const DROP_EVERY: u64 = 4 << 20;
+
+    pub fn new(file: File) -> UncachedWriter {
+        UncachedWriter {
+            inner: io::BufWriter::new(file),
+            written: 0,
+            dropped: 0,
+        }
+    }
+
+    fn drop_written(&mut self) -> io::Result<()> {
+        self.inner.flush()?;
+        if self.written == self.dropped {
+            return Ok(());
+        }
+        let file = self.inner.get_ref();
+        file.sync_data()?;
+        // The kernel drops whole pages only, so the range starts at the page the previous
+        // drop ended in (its tail was still being written); it ends at the end of the
+        // file, whose last partial page the kernel includes.
+        let start = self.dropped / page_size() as u64 * page_size() as u64;
+        nix::fcntl::posix_fadvise(
+            file,
+            start as i64,
+            (self.written - start) as i64,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .map_err(io::Error::from)?;
+        self.dropped = self.written;
+        Ok(())
+    }
+}
+
+impl Write for UncachedWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.dropped >= Self::DROP_EVERY {
+            self.drop_written()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.drop_written()
     }
 }
 
@@ -272,6 +336,30 @@ mod tests {
             .unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), data, "{}", dir.display());
         }
+    }
+
+    #[test]
+    fn an_uncached_writer_leaves_its_bytes_on_disk_and_not_in_the_page_cache() {
+        // On disk, where the page cache can drop clean pages (tmpfs cannot).
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let path = dir.path().join("logits.bin");
+        let data: Vec<u8> = (0..3 * UncachedWriter::DROP_EVERY as usize + 12_345)
+            .map(|i| (i * 7 % 253) as u8)
+            .collect();
+        let mut w = UncachedWriter::new(File::create(&path).unwrap());
+        for piece in data.chunks(600_000) {
+            w.write_all(piece).unwrap();
+        }
+        let before_flush = crate::cache::file_cache_resident_bytes(&path).unwrap();
+        assert!(
+            before_flush <= UncachedWriter::DROP_EVERY + (64 << 10),
+            "{before_flush} bytes cached before the flush: more than one drop interval"
+        );
+        w.flush().unwrap();
+        let cached = crate::cache::file_cache_resident_bytes(&path).unwrap();
+        assert_eq!(cached, 0, "bytes left in the page cache after flush");
+        drop(w);
+        assert_eq!(std::fs::read(&path).unwrap(), data);
     }
 
     #[test]

@@ -635,6 +635,22 @@ impl<A: Advisor> Pager<A> {
             })
     }
 
+    /// The expert budget now (it grows and shrinks with the token table's loan,
+    /// `budget::TokenRowLoan`).
+    pub fn budget(&self) -> u64 {
+        self.config.expert_budget_bytes
+    }
+
+    /// A new expert budget: what the pager holds from now on. Evicts unprotected experts
+    /// at once down to a smaller one, so that the pages it gave back are free before the
+    /// memory they were lent from is used.
+    pub fn set_budget(&mut self, bytes: u64) {
+        self.config.expert_budget_bytes = bytes;
+        if self.resident_bytes > bytes {
+            self.shrink_to(bytes);
+        }
+    }
+
     /// Outside pressure (measured RSS above the budget): evict unprotected experts until the
     /// resident expert bytes are at most `target`.
     pub fn shrink_to(&mut self, target: u64) {

@@ -567,3 +567,33 @@ fn cyclic_prompt_eviction_keeps_experts_across_ubatches_where_lru_keeps_none() {
         assert!(cyclic >= 3 * 8, "{policy:?}: {cyclic} hits");
     }
 }
+
+/// The token table's loan grows the budget and takes it back: a larger budget keeps more,
+/// and a smaller one evicts the coldest unprotected experts at once, in the policy's order,
+/// and never the experts of the routing in progress.
+#[test]
+fn a_new_budget_is_kept_at_once_and_never_takes_pinned_experts() {
+    let mut p = pager(2, 0, 1);
+    p.set_budget(4 * EXPERT);
+    for e in [0, 1, 2, 3] {
+        p.route(0, Phase::Decode, 1, [e].into_iter());
+    }
+    assert!(
+        evicted_experts(&p, 0).is_empty(),
+        "4 experts fit the larger budget"
+    );
+    assert_eq!(p.resident_bytes(), 4 * EXPERT);
+    p.set_budget(2 * EXPERT);
+    assert_eq!(p.budget(), 2 * EXPERT);
+    assert_eq!(
+        evicted_experts(&p, 0),
+        vec![0, 1],
+        "the two least recently used"
+    );
+    assert_eq!(p.resident_bytes(), 2 * EXPERT);
+    assert_eq!(p.advisor().unflushed, 0, "the evictions are flushed");
+    // Expert 3 is pinned (the latest routing): a budget of none evicts only expert 2.
+    p.set_budget(0);
+    assert_eq!(evicted_experts(&p, 0), vec![0, 1, 2]);
+    assert!(p.is_resident(0, 3));
+}

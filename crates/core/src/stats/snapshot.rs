@@ -26,6 +26,12 @@ pub struct RunStats {
     /// say): the compute buffers, and the KV cache with any recurrent state.
     pub compute_buffer: Counter,
     pub context_memory: Counter,
+    /// The token table's pages lent to the expert cache now, those taken back (read, or
+    /// edge pages), and those the page cache held as the run ended
+    /// (`budget::TokenRowLoan`; all 0 without a loan).
+    pub token_table_lent: Counter,
+    pub token_table_taken: Counter,
+    pub token_table_cached_at_exit: Counter,
     /// Prompt tokens evaluated (prefilled), and prompt tokens whose KV was reused instead.
     pub prompt_tokens: Counter,
     pub reused_prompt_tokens: Counter,
@@ -258,6 +264,16 @@ pub struct MemorySection {
     pub compute_buffer_bytes: u64,
     #[serde(default)]
     pub context_bytes: u64,
+    /// The token-embedding table's pages that no token has read, lent to the expert cache
+    /// (the reserve counts the whole table), and the pages taken back as rows were read.
+    #[serde(default)]
+    pub token_table_lent_bytes: u64,
+    #[serde(default)]
+    pub token_table_taken_bytes: u64,
+    /// Measured with mincore as the run ends: the table's bytes in the page cache, which the
+    /// loan promises are no more than `token_table_taken_bytes`.
+    #[serde(default)]
+    pub token_table_cached_bytes_at_exit: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -451,6 +467,9 @@ impl RunStats {
                 model_mapping_rss_after_load_bytes: self.mapping_rss_after_load.get(),
                 compute_buffer_bytes: self.compute_buffer.get(),
                 context_bytes: self.context_memory.get(),
+                token_table_lent_bytes: self.token_table_lent.get(),
+                token_table_taken_bytes: self.token_table_taken.get(),
+                token_table_cached_bytes_at_exit: self.token_table_cached_at_exit.get(),
             },
             per_layer: p
                 .layers

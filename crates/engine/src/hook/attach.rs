@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use epm_core::budget::Budgets;
+use epm_core::budget::{Budgets, TokenRowLoan};
 use epm_core::model::ModelIndex;
 use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
 use epm_core::stats::RunStats;
@@ -130,6 +130,19 @@ pub(crate) fn attach(
     // in the page cache (a warm file) may stay: they can only become resident, which the
     // budget covers. Otherwise the pager must own the cache from an empty start.
     let every_expert_fits = budgets.holds_every_expert(index.expert_bytes);
+    // The token table's unread pages are lent to the expert cache: they must start
+    // uncached and are never read ahead, so that a page becomes resident only when a row
+    // on it is read, after `take_token_rows` took it back.
+    let loan = index
+        .token_table
+        .filter(|_| !every_expert_fits)
+        .map(|t| TokenRowLoan::new(t, page_size() as u64));
+    if let Some(l) = &loan {
+        let (start, end) = l.interior();
+        if end > start {
+            expert_ranges[l.table().file].push((start, end));
+        }
+    }
     if !every_expert_fits {
         drop_file_pages(&files, &index.file_sizes, &expert_ranges);
     }
@@ -183,10 +196,21 @@ pub(crate) fn attach(
         tracing::info!("the hook's system calls are shared with an assisting thread");
         advisor = advisor.with_assist_thread();
     }
+    let lent = loan.as_ref().map_or(0, TokenRowLoan::lent_bytes);
+    stats.token_table_lent.set(lent);
+    stats
+        .token_table_taken
+        .set(loan.as_ref().map_or(0, TokenRowLoan::taken_bytes));
+    if lent > 0 {
+        tracing::info!(
+            "the token table's {} MiB not yet read are lent to the expert cache",
+            lent >> 20
+        );
+    }
     let pager = Pager::new(
         advisor,
         PagerConfig {
-            expert_budget_bytes: budgets.pager,
+            expert_budget_bytes: budgets.pager + lent,
             hot_window_tokens: opts.hot_window_tokens,
             page_size: page_size() as u64,
             policy: opts.cache_policy,
@@ -214,6 +238,9 @@ pub(crate) fn attach(
             source,
         })?,
         rss_limit: budgets.rss_limit,
+        loan,
+        base_budget: budgets.pager,
+        fresh_pages: Vec::new(),
         owns_page_cache: !every_expert_fits,
         unverified: expected.len(),
         expected,
@@ -271,6 +298,16 @@ fn prediction_depth(prediction: Prediction, files: &[FileMapping]) -> u32 {
             0
         }
     }
+}
+
+/// Bytes of the token table's pages in the page cache (0 without a loan): the loan
+/// promises no more than the pages it took back.
+pub(crate) fn token_table_cached_bytes(active: &Active) -> u64 {
+    let Some(loan) = &active.loan else {
+        return 0;
+    };
+    let (start, end) = loan.pages();
+    active.pager.advisor().files[loan.table().file].resident_bytes(start, end - start)
 }
 
 /// Bytes of non-resident experts' pages found in the page cache: pages the pager dropped

@@ -28,10 +28,11 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_sys_2::{ggml_tensor, GGML_OP_MUL_MAT_ID, GGML_TYPE_I32};
 
+use epm_core::budget::TokenRowLoan;
 use epm_core::pager::{Pager, Phase};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
-use epm_sys::{OsAdvisor, RssProbe};
+use epm_sys::{page_size, OsAdvisor, RssProbe};
 
 pub(crate) use predictor::Predictor;
 
@@ -55,6 +56,13 @@ pub(crate) struct Active {
     pub unverified: usize,
     pub trace: Option<TraceWriter<File>>,
     pub predictor: Option<Predictor>,
+    /// The token table's unread pages, lent to the pager on top of `base_budget` (the
+    /// pager's share of the expert budget, `Budgets::pager`).
+    pub loan: Option<TokenRowLoan>,
+    pub base_budget: u64,
+    /// The pages a batch's tokens took back (reused, so that a batch allocates only when
+    /// it takes more pages than any before).
+    pub fresh_pages: Vec<u64>,
     /// The pager started from an empty page cache (attach dropped the file): every
     /// non-resident expert's page in the cache is then stray. When every expert fits, a
     /// warm file's pages were kept, and only what the pager evicted should be gone.
@@ -91,6 +99,43 @@ impl HookState {
     pub fn set_phase(&self, phase: Phase) {
         self.phase
             .store(u8::from(phase == Phase::Decode), Ordering::Relaxed);
+    }
+
+    /// A batch of `tokens` is about to be evaluated: the token table's pages their rows lie
+    /// on are taken back from the expert cache (which evicts down to its smaller budget
+    /// now), before llama.cpp reads them.
+    pub fn take_token_rows(&self, tokens: impl IntoIterator<Item = i32>) {
+        let mut guard = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(active) = guard.as_mut() else {
+            return;
+        };
+        let Some(loan) = active.loan.as_mut() else {
+            return;
+        };
+        let fresh = &mut active.fresh_pages;
+        fresh.clear();
+        if loan.take_rows(tokens, fresh) == 0 {
+            return;
+        }
+        active
+            .pager
+            .set_budget(active.base_budget + loan.lent_bytes());
+        self.stats.token_table_lent.set(loan.lent_bytes());
+        self.stats.token_table_taken.set(loan.taken_bytes());
+        // Read the new rows' pages in now, together, rather than one fault at a time when
+        // llama.cpp looks them up: runs of adjacent pages as one range each.
+        let (file, page) = (loan.table().file, page_size() as u64);
+        let mapping = &active.pager.advisor().files[file];
+        fresh.sort_unstable();
+        let mut i = 0;
+        while i < fresh.len() {
+            let mut j = i + 1;
+            while j < fresh.len() && fresh[j] == fresh[j - 1] + page {
+                j += 1;
+            }
+            mapping.will_need(fresh[i], (j - i) as u64 * page);
+            i = j;
+        }
     }
 
     fn phase(&self) -> Phase {
