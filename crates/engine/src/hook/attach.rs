@@ -1,6 +1,7 @@
 //! Attaching the pager to a hooked context: find llama.cpp's mappings of the model's
 //! files, take ownership of their page cache (drop it, `MADV_RANDOM`, advise the non-expert
-//! bytes in), and build the pager, the predictor and the trace writer.
+//! bytes in but the token table it lends to the expert cache), and build the pager, the
+//! predictor and the trace writer.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -112,7 +113,8 @@ pub(crate) fn attach(
     // Faults anywhere in the file read only their own page: with the kernel's readahead, a
     // fault on a non-expert tensor would read neighbouring (cold) experts into the page
     // cache behind the pager's back. Non-expert bytes are all needed and counted in the
-    // reserve, so they are advised in up front, in large reads.
+    // reserve, so they are advised in up front, in large reads; all but the token table's
+    // lent pages, added to these ranges below.
     let mut expert_ranges: Vec<Vec<(u64, u64)>> = vec![Vec::new(); files.len()];
     let mut expected = Vec::new();
     for layer in &index.layers {
