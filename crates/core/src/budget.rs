@@ -101,6 +101,12 @@ impl Budgets {
     }
 }
 
+/// What the pager may hold: `base` (its share of the expert budget, [`Budgets::pager`])
+/// plus what the token table still lends.
+pub fn pager_budget(base: u64, loan: Option<&TokenRowLoan>) -> u64 {
+    base + loan.map_or(0, TokenRowLoan::lent_bytes)
+}
+
 /// The token-embedding table's pages that no token has read yet, lent to the expert cache.
 ///
 /// The reserve counts every non-expert byte as resident, but llama.cpp reads the token

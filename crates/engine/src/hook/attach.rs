@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use epm_core::budget::{Budgets, TokenRowLoan};
+use epm_core::budget::{pager_budget, Budgets, TokenRowLoan};
 use epm_core::model::ModelIndex;
 use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
 use epm_core::stats::RunStats;
@@ -212,7 +212,7 @@ pub(crate) fn attach(
     let pager = Pager::new(
         advisor,
         PagerConfig {
-            expert_budget_bytes: budgets.pager + lent,
+            expert_budget_bytes: pager_budget(budgets.pager, loan.as_ref()),
             hot_window_tokens: opts.hot_window_tokens,
             page_size: page_size() as u64,
             policy: opts.cache_policy,

@@ -28,7 +28,7 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_sys_2::{ggml_tensor, GGML_OP_MUL_MAT_ID, GGML_TYPE_I32};
 
-use epm_core::budget::TokenRowLoan;
+use epm_core::budget::{pager_budget, TokenRowLoan};
 use epm_core::pager::{Pager, Phase};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
@@ -119,7 +119,7 @@ impl HookState {
         }
         active
             .pager
-            .set_budget(active.base_budget + loan.lent_bytes());
+            .set_budget(pager_budget(active.base_budget, Some(loan)));
         self.stats.token_table_lent.set(loan.lent_bytes());
         self.stats.token_table_taken.set(loan.taken_bytes());
         // Read the new rows' pages in now, together, rather than one fault at a time when
