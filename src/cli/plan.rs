@@ -99,7 +99,7 @@ pub fn run(a: PlanArgs) -> Result<()> {
         {
             println!(
                 "token table      {}  lent to the expert cache, page by page until a token reads a row on it",
-                m(t.rows * t.row_bytes)
+                m(t.bytes())
             );
         }
     } else {

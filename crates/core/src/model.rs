@@ -153,6 +153,13 @@ pub struct TokenTable {
     pub rows: u64,
 }
 
+impl TokenTable {
+    /// Bytes of the whole table.
+    pub fn bytes(&self) -> u64 {
+        self.rows * self.row_bytes
+    }
+}
+
 /// Where a router's bias vector applies: to the logits, or to the gated scores.
 enum BiasKind {
     Logit,
@@ -410,12 +417,27 @@ mod tests {
         std::io::Write::flush(&mut out).unwrap();
     }
 
+    /// A one-file qwen3moe model of `layers` layers with `specs`' tensors (zeros), opened.
+    fn written(dir: &Path, layers: u32, specs: Vec<(String, Vec<u64>, GgmlType)>) -> GgufModel {
+        let path = dir.join("m.gguf");
+        let mut w = GgufWriter::new();
+        qwen3moe(&mut w, layers);
+        for (name, dims, ty) in specs {
+            w.tensor(TensorSpec::new(name, &dims, ty));
+        }
+        write_zeros(&w, &path);
+        GgufModel::open(&path).unwrap()
+    }
+
+    /// Absolute file offset of tensor `name` in the first shard.
+    fn offset_of(model: &GgufModel, name: &str) -> u64 {
+        let shard = &model.shards[0];
+        shard.abs_offset(shard.tensors.iter().find(|t| t.name == name).unwrap())
+    }
+
     #[test]
     fn index_finds_expert_tensors_with_offsets_and_sizes() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.gguf");
-        let mut w = GgufWriter::new();
-        qwen3moe(&mut w, 2);
         let experts = [("gate", GgmlType::Q4_K), ("down", GgmlType::Q6_K)];
         let mut specs = vec![(
             "token_embd.weight".to_string(),
@@ -436,11 +458,7 @@ mod tests {
                 ));
             }
         }
-        for (name, dims, ty) in specs {
-            w.tensor(TensorSpec::new(name, &dims, ty));
-        }
-        write_zeros(&w, &path);
-        let model = GgufModel::open(&path).unwrap();
+        let model = written(dir.path(), 2, specs);
         let idx = ModelIndex::build(&model).unwrap();
         assert_eq!(idx.n_expert, 4);
         assert_eq!(idx.layers.len(), 2);
@@ -453,14 +471,9 @@ mod tests {
         assert_eq!(l0.tensors[0].bytes_per_expert, 8 * 144);
         assert_eq!(l0.tensors[1].bytes_per_expert, 8 * 210);
         assert_eq!(l0.bytes_per_expert(), 8 * (144 + 210));
-        let t = model.shards[0]
-            .tensors
-            .iter()
-            .find(|t| t.name == "blk.1.ffn_down_exps.weight")
-            .unwrap();
         assert_eq!(
             idx.layers[1].tensors[1].offset,
-            model.shards[0].abs_offset(t)
+            offset_of(&model, "blk.1.ffn_down_exps.weight")
         );
         assert_eq!(idx.expert_bytes, 2 * 4 * 8 * (144 + 210));
         assert_eq!(idx.non_expert_bytes(), idx.model_bytes() - idx.expert_bytes);
@@ -474,33 +487,26 @@ mod tests {
     #[test]
     fn the_token_table_is_lendable_only_beside_an_output_head() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.gguf");
-        let mut w = GgufWriter::new();
-        qwen3moe(&mut w, 1);
-        w.tensor(TensorSpec::new("output.weight", &[256, 10], GgmlType::Q6_K));
-        w.tensor(TensorSpec::new(
-            "token_embd.weight",
-            &[256, 10],
-            GgmlType::Q8_0,
-        ));
-        w.tensor(TensorSpec::new(
-            "blk.0.ffn_up_exps.weight",
-            &[256, 8, 4],
-            GgmlType::Q4_K,
-        ));
-        write_zeros(&w, &path);
-        let model = GgufModel::open(&path).unwrap();
+        let specs = vec![
+            ("output.weight".to_string(), vec![256, 10], GgmlType::Q6_K),
+            (
+                "token_embd.weight".to_string(),
+                vec![256, 10],
+                GgmlType::Q8_0,
+            ),
+            (
+                "blk.0.ffn_up_exps.weight".to_string(),
+                vec![256, 8, 4],
+                GgmlType::Q4_K,
+            ),
+        ];
+        let model = written(dir.path(), 1, specs);
         let idx = ModelIndex::build(&model).unwrap();
-        let t = model.shards[0]
-            .tensors
-            .iter()
-            .find(|t| t.name == "token_embd.weight")
-            .unwrap();
         assert_eq!(
             idx.token_table,
             Some(TokenTable {
                 file: 0,
-                offset: model.shards[0].abs_offset(t),
+                offset: offset_of(&model, "token_embd.weight"),
                 row_bytes: 8 * 34,
                 rows: 10,
             })

@@ -13,7 +13,7 @@ use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
 use epm_sys::{inward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
 
-use super::{Active, ExpectedTensor, Predictor};
+use super::{publish_loan, Active, ExpectedTensor, Predictor};
 use crate::error::EngineError;
 
 /// Whether to predict the next layers' experts and read them in early.
@@ -198,16 +198,14 @@ pub(crate) fn attach(
         tracing::info!("the hook's system calls are shared with an assisting thread");
         advisor = advisor.with_assist_thread();
     }
-    let lent = loan.as_ref().map_or(0, TokenRowLoan::lent_bytes);
-    stats.token_table_lent.set(lent);
-    stats
-        .token_table_taken
-        .set(loan.as_ref().map_or(0, TokenRowLoan::taken_bytes));
-    if lent > 0 {
-        tracing::info!(
-            "the token table's {} MiB not yet read are lent to the expert cache",
-            lent >> 20
-        );
+    if let Some(l) = &loan {
+        publish_loan(stats, l);
+        if l.lent_bytes() > 0 {
+            tracing::info!(
+                "the token table's {} MiB not yet read are lent to the expert cache",
+                l.lent_bytes() >> 20
+            );
+        }
     }
     let pager = Pager::new(
         advisor,

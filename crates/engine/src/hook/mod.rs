@@ -120,8 +120,7 @@ impl HookState {
         active
             .pager
             .set_budget(pager_budget(active.base_budget, Some(loan)));
-        self.stats.token_table_lent.set(loan.lent_bytes());
-        self.stats.token_table_taken.set(loan.taken_bytes());
+        publish_loan(&self.stats, loan);
         // Read the new rows' pages in now, together, rather than one fault at a time when
         // llama.cpp looks them up: runs of adjacent pages as one range each.
         let (file, page) = (loan.table().file, page_size() as u64);
@@ -276,6 +275,12 @@ impl HookState {
             }
         }
     }
+}
+
+/// The loan's figures, for the stats.
+pub(crate) fn publish_loan(stats: &RunStats, loan: &TokenRowLoan) {
+    stats.token_table_lent.set(loan.lent_bytes());
+    stats.token_table_taken.set(loan.taken_bytes());
 }
 
 fn parse_u32(digits: &[u8]) -> Option<u32> {
