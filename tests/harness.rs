@@ -343,6 +343,10 @@ fn routing_trace_has_one_record_per_layer_and_ubatch() {
     let trace_arg = trace.to_str().unwrap();
     let extra = ["--ram-budget-mb", "1024", "--trace-file", trace_arg];
     let (_, s) = common::generate(&model, dir.path(), "s", "hello world", "5", &extra);
+    // Written past the page cache, which a cgroup limit would charge (read before the
+    // parse below brings it in).
+    let cached = epm_sys::cache::file_cache_resident_bytes(&trace).unwrap();
+    assert_eq!(cached, 0, "the trace left {cached} bytes in the page cache");
     let b = std::fs::read(&trace).unwrap();
     assert_eq!(&b[..8], b"EPMTRC02");
     let t = Trace::parse(&b).unwrap();

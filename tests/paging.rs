@@ -91,6 +91,7 @@ fn minimum_budget_holds_under_a_hard_cap() {
         let facts = cap.facts();
         assert_eq!(facts.oom_kills, 0, "OOM kill under the cap");
         assert!(facts.max_usage_bytes.unwrap() <= budget);
+        check_kernel_memory_under_the_cap(&stats, cap, budget);
     }
     // The model's page cache holds no more than the expert budget plus non-expert bytes.
     // Prediction is on by default where the kernel shows reads in flight, and its wrong
@@ -106,6 +107,62 @@ fn minimum_budget_holds_under_a_hard_cap() {
         cached <= expert_budget + non_expert,
         "page cache {cached} > expert budget {expert_budget} + non-expert {non_expert}"
     );
+}
+
+/// The run found the cap's cgroup (a child of the hierarchy's root, which has no limit)
+/// from `/proc/self/cgroup`, read the kernel memory charged to it, and, with the limit
+/// equal to the budget, gave all of it up from the expert cache.
+fn check_kernel_memory_under_the_cap(stats: &Snapshot, cap: &Cap, budget: u64) {
+    let m = &stats.memory;
+    assert_eq!(
+        m.cgroup_limit_bytes, budget,
+        "the binding limit is the cap's"
+    );
+    assert!(
+        m.cgroup_kernel_peak_bytes > 0,
+        "no kernel memory read: {m:?}"
+    );
+    assert_eq!(
+        m.cgroup_deduction_peak_bytes, m.cgroup_kernel_peak_bytes,
+        "a limit equal to the budget leaves no room for kernel memory"
+    );
+    // v1 keeps the kernel counter's peak; v2 only its present value, which the run's end
+    // has lowered.
+    let kernel_max =
+        std::fs::read_to_string(cap.dir().unwrap().join("memory.kmem.max_usage_in_bytes"));
+    if let Some(kernel_max) = kernel_max.ok().and_then(|t| t.trim().parse::<u64>().ok()) {
+        assert!(
+            m.cgroup_kernel_peak_bytes <= kernel_max,
+            "read {} of kernel memory, the cgroup's peak is {kernel_max}",
+            m.cgroup_kernel_peak_bytes
+        );
+    }
+}
+
+/// Without `--ram-budget-mb`, the budget is 80% of the limit of the cgroup the run is in,
+/// when that is below available memory.
+#[test]
+fn the_default_budget_follows_the_cgroup_limit_that_binds() {
+    let _serial = serial();
+    let Some(cap) = Cap::hard(768 * MIB) else {
+        eprintln!("note: no writable cgroup memory controller; nothing to check");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let stats_path = dir.path().join("default.json");
+    let args = generate_args(&model, PROMPT, "4", &stats_path);
+    let out = cap.command(Path::new(bin()), &args).output().unwrap();
+    ok(&out);
+    let stats = stats(&stats_path);
+    let available = epm_sys::proc::meminfo("MemAvailable").unwrap();
+    assert!(
+        available > 768 * MIB,
+        "this test needs more than 768 MiB available"
+    );
+    assert_eq!(stats.budget_bytes, 768 * MIB / 5 * 4);
+    assert_eq!(stats.memory.cgroup_limit_bytes, 768 * MIB);
+    assert!(stats.memory.peak_rss_bytes <= stats.budget_bytes);
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! `--ram-budget-mb` against the minimum that metadata promises; after load, the measured
 //! reserve turns the total-RSS budget into the numbers every part uses ([`Budgets::split`]):
 //! the expert budget (`stats.expert_budget_bytes`), the eviction thread's slack, what the
-//! pager may hold, and the RSS guard's limit. The engine, the hook's attach and the pager
-//! take what this gives; none of them computes a budget of its own.
+//! pager may hold, and the RSS guard's limit. While the run goes on, [`pager_budget`] adds
+//! what the token table lends and takes away what a cgroup limit's kernel memory needs
+//! ([`cap_deduction`]). The engine, the hook's attach and the pager take what this gives;
+//! none of them computes a budget of its own.
 
 use crate::model::TokenTable;
 use crate::plan::{BelowMinimum, RunShape};
@@ -45,9 +47,10 @@ pub struct BudgetInputs {
 /// 1. `expert + reserve == total`.
 /// 2. `pager + evict_slack == expert`.
 /// 3. `evict_slack == 0` unless evictions are on a thread and not every expert fits.
-/// 4. `pager >= working set` (a routing's experts always fit), so `reserve + working set
+/// 4. `pager >= working_set` (a routing's experts always fit), so `reserve + working_set
 ///    <= total`, or `split` refuses the budget.
 /// 5. `rss_limit < total`.
+/// 6. [`pager_budget`] is never below `working_set`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budgets {
     pub total: u64,
@@ -60,6 +63,8 @@ pub struct Budgets {
     pub pager: u64,
     /// Measured RSS above this makes the hook evict more.
     pub rss_limit: u64,
+    /// One ubatch's experts of the largest layer: the least the pager is ever given.
+    pub working_set: u64,
 }
 
 impl Budgets {
@@ -92,6 +97,7 @@ impl Budgets {
             evict_slack,
             pager: expert - evict_slack,
             rss_limit: i.total_bytes.saturating_sub(RSS_GUARD_HEADROOM),
+            working_set: i.working_set_bytes,
         })
     }
 
@@ -101,10 +107,28 @@ impl Budgets {
     }
 }
 
-/// What the pager may hold: `base` (its share of the expert budget, [`Budgets::pager`])
-/// plus what the token table still lends.
-pub fn pager_budget(base: u64, loan: Option<&TokenRowLoan>) -> u64 {
-    base + loan.map_or(0, TokenRowLoan::lent_bytes)
+/// What the pager may hold now: its share of the expert budget ([`Budgets::pager`]), plus
+/// what the token table still lends, less what a cgroup limit's kernel memory takes
+/// ([`cap_deduction`]); never less than one ubatch's working set, which must fit (a limit
+/// that leaves less is the kernel's to enforce).
+pub fn pager_budget(b: &Budgets, loan: Option<&TokenRowLoan>, cap_deduction: u64) -> u64 {
+    (b.pager + loan.map_or(0, TokenRowLoan::lent_bytes))
+        .saturating_sub(cap_deduction)
+        .max(b.working_set)
+}
+
+/// What the expert cache gives up under a cgroup memory limit of `limit` bytes that
+/// charges `kernel_bytes` of kernel memory, for an RSS budget of `total` bytes.
+///
+/// A cgroup charges the kernel memory a process causes (page tables over the model's
+/// mapping, the page cache's index, its own objects: 56 MiB on W1 at 8 GiB) against the
+/// same limit as its pages, and RSS does not show it. Where the limit leaves less room
+/// above the budget than that, the kernel would reclaim the difference from the page
+/// cache, experts included, which then fault back one page at a time. So RSS must stay
+/// within `limit - kernel_bytes`: the expert cache gives up what the budget exceeds that
+/// by (a limit below the budget itself included).
+pub fn cap_deduction(kernel_bytes: u64, limit: u64, total: u64) -> u64 {
+    (total + kernel_bytes).saturating_sub(limit)
 }
 
 /// The token-embedding table's pages that no token has read yet, lent to the expert cache.
@@ -246,8 +270,15 @@ mod tests {
             b.evict_slack == 0 || (i.evict_thread && b.expert < i.expert_bytes),
             "invariant 3"
         );
-        assert!(b.pager >= i.working_set_bytes, "invariant 4");
+        assert!(b.pager >= b.working_set, "invariant 4");
+        assert_eq!(b.working_set, i.working_set_bytes, "invariant 4");
         assert!(b.rss_limit < b.total, "invariant 5");
+        for deduction in [0, MIB, b.pager, u64::MAX / 2] {
+            assert!(
+                pager_budget(b, None, deduction) >= b.working_set,
+                "invariant 6"
+            );
+        }
     }
 
     #[test]
@@ -302,6 +333,44 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("minimum of 1500 MiB"), "{msg}");
         assert!(msg.contains("reserve 1200 MiB"), "{msg}");
+    }
+
+    #[test]
+    fn a_cgroup_limit_takes_the_kernel_memory_beyond_its_room_from_the_cache() {
+        let i = inputs(8 * GIB, false);
+        let b = Budgets::split(i).unwrap();
+        check(&b, &i);
+        // The limit equals the budget: all 56 MiB of kernel memory come out of the cache.
+        assert_eq!(cap_deduction(56 * MIB, 8 * GIB, 8 * GIB), 56 * MIB);
+        assert_eq!(pager_budget(&b, None, 56 * MIB), b.pager - 56 * MIB);
+        // A limit 100 MiB above the budget leaves room for it: nothing.
+        assert_eq!(cap_deduction(56 * MIB, 8 * GIB + 100 * MIB, 8 * GIB), 0);
+        // 30 MiB of room: the other 26 MiB.
+        assert_eq!(
+            cap_deduction(56 * MIB, 8 * GIB + 30 * MIB, 8 * GIB),
+            26 * MIB
+        );
+        // A limit below the budget: the cache keeps within the limit.
+        assert_eq!(cap_deduction(0, 7 * GIB, 8 * GIB), GIB);
+        // Never below one routing's experts, whatever the limit.
+        let squeezed = pager_budget(&b, None, cap_deduction(10 * MIB, GIB, 8 * GIB));
+        assert_eq!(squeezed, b.working_set);
+    }
+
+    #[test]
+    fn the_loan_and_the_deduction_both_count_toward_the_pager_budget() {
+        let i = inputs(4 * GIB, false);
+        let b = Budgets::split(i).unwrap();
+        let table = TokenTable {
+            file: 0,
+            offset: 0,
+            row_bytes: 4096,
+            rows: 1000,
+        };
+        let l = TokenRowLoan::new(table, 4096);
+        assert_eq!(l.lent_bytes(), 998 * 4096);
+        assert_eq!(pager_budget(&b, Some(&l), 0), b.pager + 998 * 4096);
+        assert_eq!(pager_budget(&b, Some(&l), MIB), b.pager + 998 * 4096 - MIB);
     }
 
     fn check_loan(l: &TokenRowLoan, taken_rows: &[u64]) {

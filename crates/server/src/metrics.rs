@@ -287,6 +287,12 @@ impl Collector for Scrape {
             "Token-embedding pages not yet read, lent to the expert cache.",
             n(s.memory.token_table_lent_bytes),
         )?;
+        gauge(
+            e,
+            "epm_cgroup_deduction_peak_bytes",
+            "The most the expert cache gave up for kernel memory a cgroup limit charges.",
+            n(s.memory.cgroup_deduction_peak_bytes),
+        )?;
         counter(
             e,
             "epm_read_bytes",

@@ -8,6 +8,8 @@
 //!   re-drop list; `worker` (guesses, evictions) and `populate` run advice on threads of
 //!   their own, and `assist` shares a routing step's calls with a second thread while the
 //!   hook waits for them.
+//! - [`cgroup`]: the memory cgroup whose limit binds the process, and the kernel memory
+//!   charged to it.
 //! - [`proc`]: one reader for `/proc` and sysfs (memory, I/O, machine, readahead window).
 //! - [`fs`]: `O_DIRECT` streaming writes, atomic file writes, free space.
 //! - [`sigbus`]: a clear message instead of a bare "Bus error" when a mapped model file
@@ -20,6 +22,7 @@ pub mod advisor;
 mod assist;
 #[allow(unsafe_code)]
 pub mod cache;
+pub mod cgroup;
 pub mod fs;
 #[allow(unsafe_code)]
 pub mod mapping;

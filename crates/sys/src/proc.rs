@@ -1,5 +1,5 @@
 //! One reader for `/proc` and sysfs: a process's memory and I/O counters, its mappings,
-//! available memory and cgroup limits, the machine, and the block device queue that
+//! available memory and the cgroup limit, the machine, and the block device queue that
 //! decides how much the kernel reads ahead.
 
 use std::fs::File;
@@ -168,17 +168,10 @@ pub fn meminfo(key: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').and_then(kib_value))
 }
 
-/// The memory limit of the cgroup this process runs in (v2 `memory.max` or v1
-/// `memory.limit_in_bytes` at the mount root), if one is set.
+/// The memory limit that binds this process: the lowest of its cgroup's and that cgroup's
+/// ancestors' ([`crate::cgroup::MemoryCgroup`]), if one is set.
 pub fn cgroup_memory_limit() -> Option<u64> {
-    [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    .filter_map(|t| t.trim().parse::<u64>().ok())
-    .min()
+    crate::cgroup::MemoryCgroup::of_this_process().map(|c| c.limit_bytes)
 }
 
 /// What machine this is, for reports.

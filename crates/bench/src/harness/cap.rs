@@ -45,6 +45,11 @@ pub struct ThrottleError {
 pub struct CapFacts {
     pub max_usage_bytes: Option<u64>,
     pub oom_kills: u64,
+    /// Times a charge met the limit and the kernel had to reclaim (v1 `memory.failcnt`, v2
+    /// the `max` count of `memory.events`): pages of the run's, experts included, taken
+    /// from it by the kernel rather than evicted by the pager.
+    #[serde(default)]
+    pub limit_hits: u64,
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -220,10 +225,15 @@ impl Cap {
                     .read("memory.max_usage_in_bytes")
                     .and_then(|v| v.trim().parse().ok()),
                 oom_kills: counter(self.read("memory.oom_control"), "oom_kill ").unwrap_or(0),
+                limit_hits: self
+                    .read("memory.failcnt")
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0),
             },
             CapKind::CgroupV2 => CapFacts {
                 max_usage_bytes: self.read("memory.peak").and_then(|v| v.trim().parse().ok()),
                 oom_kills: counter(self.read("memory.events"), "oom_kill ").unwrap_or(0),
+                limit_hits: counter(self.read("memory.events"), "max ").unwrap_or(0),
             },
             CapKind::RlimitSampler => CapFacts::default(),
         }

@@ -32,6 +32,12 @@ pub struct RunStats {
     pub token_table_lent: Counter,
     pub token_table_taken: Counter,
     pub token_table_cached_at_exit: Counter,
+    /// The memory cgroup limit that binds the run (0 without one), the most kernel memory
+    /// it charged while the pager ran, and the most the expert cache gave up for it
+    /// (`budget::cap_deduction`).
+    pub cgroup_limit: Counter,
+    pub cgroup_kernel_peak: Counter,
+    pub cgroup_deduction_peak: Counter,
     /// Prompt tokens evaluated (prefilled), and prompt tokens whose KV was reused instead.
     pub prompt_tokens: Counter,
     pub reused_prompt_tokens: Counter,
@@ -274,6 +280,15 @@ pub struct MemorySection {
     /// loan promises are no more than `token_table_taken_bytes`.
     #[serde(default)]
     pub token_table_cached_bytes_at_exit: u64,
+    /// The memory cgroup limit that binds the run (0 without one), the most kernel memory
+    /// charged to it while the pager ran (page tables, the page cache's index, ...), and the
+    /// most the expert cache gave up so that RSS plus that stays within the limit.
+    #[serde(default)]
+    pub cgroup_limit_bytes: u64,
+    #[serde(default)]
+    pub cgroup_kernel_peak_bytes: u64,
+    #[serde(default)]
+    pub cgroup_deduction_peak_bytes: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -470,6 +485,9 @@ impl RunStats {
                 token_table_lent_bytes: self.token_table_lent.get(),
                 token_table_taken_bytes: self.token_table_taken.get(),
                 token_table_cached_bytes_at_exit: self.token_table_cached_at_exit.get(),
+                cgroup_limit_bytes: self.cgroup_limit.get(),
+                cgroup_kernel_peak_bytes: self.cgroup_kernel_peak.get(),
+                cgroup_deduction_peak_bytes: self.cgroup_deduction_peak.get(),
             },
             per_layer: p
                 .layers

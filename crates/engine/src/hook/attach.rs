@@ -11,9 +11,11 @@ use epm_core::model::ModelIndex;
 use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
+use epm_sys::cgroup::MemoryCgroup;
+use epm_sys::fs::UncachedWriter;
 use epm_sys::{inward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
 
-use super::{publish_loan, Active, ExpectedTensor, Predictor};
+use super::{publish_loan, Active, CapWatch, ExpectedTensor, Predictor};
 use crate::error::EngineError;
 
 /// Whether to predict the next layers' experts and read them in early.
@@ -210,7 +212,7 @@ pub(crate) fn attach(
     let pager = Pager::new(
         advisor,
         PagerConfig {
-            expert_budget_bytes: pager_budget(budgets.pager, loan.as_ref()),
+            expert_budget_bytes: pager_budget(&budgets, loan.as_ref(), 0),
             hot_window_tokens: opts.hot_window_tokens,
             page_size: page_size() as u64,
             policy: opts.cache_policy,
@@ -222,10 +224,12 @@ pub(crate) fn attach(
     );
     let trace = match &opts.trace_file {
         Some(path) => Some(TraceWriter::new(
-            std::fs::File::create(path).map_err(|source| EngineError::File {
-                path: path.clone(),
-                source,
-            })?,
+            UncachedWriter::new(std::fs::File::create(path).map_err(|source| {
+                EngineError::File {
+                    path: path.clone(),
+                    source,
+                }
+            })?),
             index.n_expert,
             index.n_expert_used,
         )),
@@ -237,15 +241,55 @@ pub(crate) fn attach(
             path: "/proc/self/statm".into(),
             source,
         })?,
-        rss_limit: budgets.rss_limit,
+        budgets,
+        cap: watch_cap(&budgets, stats),
         loan,
-        base_budget: budgets.pager,
         fresh_pages: Vec::new(),
         owns_page_cache: !every_expert_fits,
         unverified: expected.len(),
         expected,
         trace,
         predictor,
+    })
+}
+
+/// The cgroup limit that binds the process, with a reader of the kernel memory charged to
+/// it; `None` without a limit, or (with a warning) when the counter cannot be read.
+fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
+    let cgroup = MemoryCgroup::of_this_process()?;
+    stats.cgroup_limit.set(cgroup.limit_bytes);
+    let probe = match cgroup.kernel_probe() {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(
+                "the memory cgroup {} limits this run to {} MiB, but its kernel memory \
+                 cannot be read ({e}): the expert cache does not make room for it",
+                cgroup.dir.display(),
+                cgroup.limit_bytes >> 20
+            );
+            return None;
+        }
+    };
+    if cgroup.limit_bytes < budgets.total {
+        tracing::warn!(
+            "the memory cgroup {} limits this run to {} MiB, below --ram-budget-mb {}: \
+             the expert cache keeps within the cgroup's limit",
+            cgroup.dir.display(),
+            cgroup.limit_bytes >> 20,
+            budgets.total >> 20
+        );
+    } else {
+        tracing::info!(
+            "memory cgroup limit {} MiB ({} MiB above the budget): kernel memory charged \
+             beyond that comes out of the expert cache",
+            cgroup.limit_bytes >> 20,
+            (cgroup.limit_bytes - budgets.total) >> 20
+        );
+    }
+    Some(CapWatch {
+        probe,
+        limit: cgroup.limit_bytes,
+        deduction: 0,
     })
 }
 

@@ -16,7 +16,6 @@ mod graph;
 mod predictor;
 
 use std::ffi::c_void;
-use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,10 +27,12 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_sys_2::{ggml_tensor, GGML_OP_MUL_MAT_ID, GGML_TYPE_I32};
 
-use epm_core::budget::{pager_budget, TokenRowLoan};
+use epm_core::budget::{cap_deduction, pager_budget, Budgets, TokenRowLoan};
 use epm_core::pager::{Pager, Phase};
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
+use epm_sys::cgroup::KernelMemoryProbe;
+use epm_sys::fs::UncachedWriter;
 use epm_sys::{page_size, OsAdvisor, RssProbe};
 
 pub(crate) use predictor::Predictor;
@@ -50,16 +51,18 @@ pub(crate) struct ExpectedTensor {
 pub(crate) struct Active {
     pub pager: Pager<OsAdvisor>,
     pub rss: RssProbe,
-    /// Measured RSS above this makes the hook evict more (the budget, less a guard band).
-    pub rss_limit: u64,
+    /// The run's budgets: the pager's share, the RSS guard's limit, the working set.
+    pub budgets: Budgets,
+    /// The cgroup limit that binds the process, where there is one.
+    pub cap: Option<CapWatch>,
     pub expected: Vec<ExpectedTensor>,
     pub unverified: usize,
-    pub trace: Option<TraceWriter<File>>,
+    /// The routing trace, written past the page cache (it would take the room of experts
+    /// under a cgroup limit).
+    pub trace: Option<TraceWriter<UncachedWriter>>,
     pub predictor: Option<Predictor>,
-    /// The token table's unread pages, lent to the pager on top of `base_budget` (the
-    /// pager's share of the expert budget, `Budgets::pager`).
+    /// The token table's unread pages, lent to the pager on top of its share.
     pub loan: Option<TokenRowLoan>,
-    pub base_budget: u64,
     /// The pages a batch's tokens took back (reused, so that a batch allocates only when
     /// it takes more pages than any before).
     pub fresh_pages: Vec<u64>,
@@ -67,6 +70,44 @@ pub(crate) struct Active {
     /// non-resident expert's page in the cache is then stray. When every expert fits, a
     /// warm file's pages were kept, and only what the pager evicted should be gone.
     pub owns_page_cache: bool,
+}
+
+/// A memory cgroup limit that binds the process: the kernel memory charged to it is read
+/// once per routed layer, and what it takes from the expert cache is kept here.
+pub(crate) struct CapWatch {
+    pub probe: KernelMemoryProbe,
+    pub limit: u64,
+    /// `budget::cap_deduction` at the last reading.
+    pub deduction: u64,
+}
+
+impl Active {
+    /// What the pager may hold now (`budget::pager_budget`).
+    fn pager_budget(&self) -> u64 {
+        let deduction = self.cap.as_ref().map_or(0, |c| c.deduction);
+        pager_budget(&self.budgets, self.loan.as_ref(), deduction)
+    }
+
+    /// Read the kernel memory the cgroup limit charges; when what it takes from the expert
+    /// cache changed, give the pager its new budget (evicting at once if it shrank).
+    /// Returns the RSS guard's limit under the cap.
+    fn watch_cap(&mut self, stats: &RunStats) -> u64 {
+        let Some(cap) = self.cap.as_mut() else {
+            return self.budgets.rss_limit;
+        };
+        if let Some(kernel) = cap.probe.kernel_bytes() {
+            stats.cgroup_kernel_peak.max(kernel);
+            let deduction = cap_deduction(kernel, cap.limit, self.budgets.total);
+            if deduction != cap.deduction {
+                cap.deduction = deduction;
+                stats.cgroup_deduction_peak.max(deduction);
+                let budget = self.pager_budget();
+                self.pager.set_budget(budget);
+            }
+        }
+        let deduction = self.cap.as_ref().map_or(0, |c| c.deduction);
+        self.budgets.rss_limit.saturating_sub(deduction)
+    }
 }
 
 /// Shared with the C callback through `cb_eval_user_data`. Boxed by [`HookedContext`] so
@@ -112,29 +153,31 @@ impl HookState {
         let Some(loan) = active.loan.as_mut() else {
             return;
         };
-        let fresh = &mut active.fresh_pages;
+        // Taken out for the call, so the pager's budget can be read while it is held.
+        let mut fresh = std::mem::take(&mut active.fresh_pages);
         fresh.clear();
-        if loan.take_rows(tokens, fresh) == 0 {
-            return;
-        }
-        active
-            .pager
-            .set_budget(pager_budget(active.base_budget, Some(loan)));
-        publish_loan(&self.stats, loan);
-        // Read the new rows' pages in now, together, rather than one fault at a time when
-        // llama.cpp looks them up: runs of adjacent pages as one range each.
-        let (file, page) = (loan.table().file, page_size() as u64);
-        let mapping = &active.pager.advisor().files[file];
-        fresh.sort_unstable();
-        let mut i = 0;
-        while i < fresh.len() {
-            let mut j = i + 1;
-            while j < fresh.len() && fresh[j] == fresh[j - 1] + page {
-                j += 1;
+        let taken = loan.take_rows(tokens, &mut fresh);
+        if taken > 0 {
+            publish_loan(&self.stats, loan);
+            let file = loan.table().file;
+            let budget = active.pager_budget();
+            active.pager.set_budget(budget);
+            // Read the new rows' pages in now, together, rather than one fault at a time
+            // when llama.cpp looks them up: runs of adjacent pages as one range each.
+            let page = page_size() as u64;
+            let mapping = &active.pager.advisor().files[file];
+            fresh.sort_unstable();
+            let mut i = 0;
+            while i < fresh.len() {
+                let mut j = i + 1;
+                while j < fresh.len() && fresh[j] == fresh[j - 1] + page {
+                    j += 1;
+                }
+                mapping.will_need(fresh[i], (j - i) as u64 * page);
+                i = j;
             }
-            mapping.will_need(fresh[i], (j - i) as u64 * page);
-            i = j;
         }
+        active.fresh_pages = fresh;
     }
 
     fn phase(&self) -> Phase {
@@ -224,9 +267,10 @@ impl HookState {
                 }
             }
         }
+        let rss_limit = active.watch_cap(&self.stats);
         let rss = active.rss.rss_bytes();
-        if rss > active.rss_limit {
-            let excess = rss - active.rss_limit;
+        if rss > rss_limit {
+            let excess = rss - rss_limit;
             let target = active.pager.resident_bytes().saturating_sub(excess);
             active.pager.shrink_to(target);
             self.stats.pager.guard_shrinks.inc();
