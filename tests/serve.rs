@@ -444,6 +444,81 @@ fn sigterm_during_a_stream_ends_it_and_exits_cleanly() {
     assert!(st.complete && st.tokens.generated > 0);
 }
 
+/// SIGTERM while a prompt's ubatch is evaluated stops that ubatch (llama.cpp's abort
+/// callback) rather than waiting for it. Reads throttled to 10 MB/s make each cold ubatch
+/// of the mini at its minimum budget take seconds; the stream ends with the shutdown
+/// error, and the exit stats count the batch stopped part-way and no evaluated prompt.
+#[test]
+fn sigterm_during_a_prefill_stops_the_ubatch_in_flight() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let Some(device) = epm_sys::proc::disk_device(&model) else {
+        eprintln!("note: the model is not on a block device; reads cannot be throttled");
+        return;
+    };
+    let Some(cap) = Cap::hard(8 << 30) else {
+        eprintln!("note: no writable cgroup memory controller; reads cannot be throttled");
+        return;
+    };
+    let cap = match cap.with_read_limit(&device, 10_000_000) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("note: {e}");
+            return;
+        }
+    };
+    let budget = min_budget_mb(&model, &["-c", "1024", "-ub", "128"]).to_string();
+    let stats_path = dir.path().join("serve-stats.json");
+    let mut s = Server::start_in(
+        &cap,
+        &model,
+        &[
+            "--ram-budget-mb",
+            &budget,
+            "-ub",
+            "128",
+            "--stats-file",
+            stats_path.to_str().unwrap(),
+        ],
+    );
+    // About 700 tokens: six ubatches.
+    let long = "the pager reads each expert it needs and evicts the coldest ones ".repeat(22);
+    let body = json!({"prompt": long, "max_tokens": 4, "stream": true, "return_progress": true, "temperature": 0});
+    let r = match ureq::post(&s.url("/v1/completions")).send_json(body) {
+        Ok(r) => r,
+        Err(ureq::Error::Status(code, r)) => panic!("{code}: {}", r.into_string().unwrap()),
+        Err(e) => panic!("{e}"),
+    };
+    let mut reader = BufReader::new(r.into_reader());
+    let mut line = String::new();
+    // The first ubatch is done when its progress arrives; the second is then in flight.
+    let mut progress = 0;
+    while progress < 2 {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+        if line.contains("prompt_progress") {
+            progress += 1;
+        }
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &s.pid().to_string()])
+        .status();
+    let rest = sse_events(reader);
+    let last_json = rest.iter().rev().find(|e| e.is_object()).unwrap();
+    assert!(
+        last_json["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{last_json}"
+    );
+    let status = s.stop();
+    assert!(status.success(), "exit status {status}");
+    let st = stats(&stats_path);
+    assert_eq!(st.tokens.aborted_batches, 1, "{:?}", st.tokens);
+    assert_eq!(st.tokens.prompt, 0, "no prompt finished");
+}
+
 #[test]
 fn a_model_file_replaced_under_the_server_gets_a_503_that_names_it() {
     let _serial = serial();

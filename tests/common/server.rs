@@ -18,12 +18,21 @@ pub struct Server {
 
 impl Server {
     pub fn start(model: &Path, extra: &[&str]) -> Server {
+        Server::spawn(Command::new(bin()), model, extra)
+    }
+
+    /// Started inside `cap`'s cgroups (its memory limit, and its read limit if it has one).
+    pub fn start_in(cap: &super::Cap, model: &Path, extra: &[&str]) -> Server {
+        Server::spawn(cap.command(Path::new(bin()), &[]), model, extra)
+    }
+
+    fn spawn(mut command: Command, model: &Path, extra: &[&str]) -> Server {
         let ctx: &[&str] = if extra.contains(&"-c") {
             &[]
         } else {
             &["-c", "1024"]
         };
-        let mut child = Command::new(bin())
+        let mut child = command
             .args([
                 "serve",
                 "-m",

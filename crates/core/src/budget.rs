@@ -105,6 +105,15 @@ impl Budgets {
     pub fn holds_every_expert(&self, expert_bytes: u64) -> bool {
         self.expert >= expert_bytes
     }
+
+    /// The RSS guard's limit when a cgroup limit's kernel memory takes `cap_deduction`
+    /// ([`cap_deduction`]) from the expert cache: lower by as much, but never below the
+    /// reserve plus one ubatch's working set (invariant 6's floor), where the guard would
+    /// evict on every layer what the pager must read back.
+    pub fn rss_limit_under_cap(&self, cap_deduction: u64) -> u64 {
+        let floor = (self.reserve + self.working_set).min(self.rss_limit);
+        self.rss_limit.saturating_sub(cap_deduction).max(floor)
+    }
 }
 
 /// What the pager may hold now: its share of the expert budget ([`Budgets::pager`]), plus
@@ -352,9 +361,12 @@ mod tests {
         );
         // A limit below the budget: the cache keeps within the limit.
         assert_eq!(cap_deduction(0, 7 * GIB, 8 * GIB), GIB);
-        // Never below one routing's experts, whatever the limit.
-        let squeezed = pager_budget(&b, None, cap_deduction(10 * MIB, GIB, 8 * GIB));
-        assert_eq!(squeezed, b.working_set);
+        assert_eq!(b.rss_limit_under_cap(56 * MIB), b.rss_limit - 56 * MIB);
+        // Never below one routing's experts, whatever the limit; nor the guard's limit
+        // below the reserve and those experts.
+        let deduction = cap_deduction(10 * MIB, GIB, 8 * GIB);
+        assert_eq!(pager_budget(&b, None, deduction), b.working_set);
+        assert_eq!(b.rss_limit_under_cap(deduction), b.reserve + b.working_set);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! up to `n_seq` sequences. It prefills prompts, decodes steps of several sequences in one
 //! batch, samples, and keeps or drops each sequence's KV prefix.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::sampling::LlamaSampler;
@@ -224,11 +224,22 @@ impl<'e> Session<'e> {
     fn decode_batch(&mut self, phase: Phase) -> Result<(), EngineError> {
         self.hooked.hook().set_phase(phase);
         let batch = &mut self.batch;
-        self.hooked
-            .ctx_mut()
-            .decode(batch)
-            .map_err(EngineError::llama)?;
+        if let Err(e) = self.hooked.ctx_mut().decode(batch) {
+            if self.hooked.abort_requested() {
+                self.engine.stats().aborted_batches.inc();
+                return Err(EngineError::ShuttingDown);
+            }
+            return Err(EngineError::llama(e));
+        }
         self.check_hook()
+    }
+
+    /// Stop the batch in flight, between two graph nodes, once `flag` is set (a server's
+    /// shutdown); the batch then fails with [`EngineError::ShuttingDown`]. Without it a
+    /// shutdown waits for the batch, which for a cold prompt ubatch at a small budget takes
+    /// tens of seconds: longer than a container's stop timeout.
+    pub fn abort_when(&mut self, flag: Arc<AtomicBool>) {
+        self.hooked.abort_when(flag);
     }
 
     /// Evaluate `tokens` of sequence `seq` at positions `start..`, asking for the logits of

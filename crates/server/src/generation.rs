@@ -377,6 +377,8 @@ pub(crate) fn engine_main(
         n_ctx_per_seq: session.n_ctx_per_seq(),
         identity,
     });
+    // A shutdown stops the batch in flight rather than waiting for it.
+    session.abort_when(state.server.stopping.clone());
     let _ = loaded.send(Ok(()));
     tracing::info!("model loaded; serving");
     let mut generator = Generator::new(&mut session, state.generation.clone());

@@ -28,8 +28,9 @@ pub struct ServerCounters {
     /// Requests admitted and not yet ended: running or waiting for a slot.
     pub in_flight: AtomicUsize,
     pub rejected_overload: AtomicU64,
-    /// No new requests; the engine thread must end every request and stop.
-    pub stopping: AtomicBool,
+    /// No new requests; the engine thread must end every request and stop. Shared with
+    /// llama.cpp's abort callback, which stops the batch in flight.
+    pub stopping: Arc<AtomicBool>,
     /// Set once a model file changed on disk: why (every new request gets a 503 saying so).
     pub model_changed: OnceLock<String>,
 }

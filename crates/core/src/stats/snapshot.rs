@@ -38,6 +38,8 @@ pub struct RunStats {
     pub cgroup_limit: Counter,
     pub cgroup_kernel_peak: Counter,
     pub cgroup_deduction_peak: Counter,
+    /// Batches llama.cpp stopped part-way because the run was shutting down.
+    pub aborted_batches: Counter,
     /// Prompt tokens evaluated (prefilled), and prompt tokens whose KV was reused instead.
     pub prompt_tokens: Counter,
     pub reused_prompt_tokens: Counter,
@@ -128,6 +130,10 @@ pub struct TokensSection {
     /// Tokens per graph evaluation of the run's context (0 before it exists).
     #[serde(default)]
     pub ubatch: u64,
+    /// Batches llama.cpp stopped part-way because the server was shutting down (their
+    /// tokens are not counted above).
+    #[serde(default)]
+    pub aborted_batches: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -419,6 +425,7 @@ impl RunStats {
                     .map(|v| v.clone())
                     .unwrap_or_default(),
                 ubatch: self.n_ubatch.get(),
+                aborted_batches: self.aborted_batches.get(),
             },
             tok_per_s: TokPerSec {
                 prefill: rate(prompt, self.prefill_us.get()),

@@ -637,6 +637,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             .decode_read_bytes
             .add(read_after.saturating_sub(read_before));
         if let Err(e) = decoded {
+            let shutting_down = matches!(e, EngineError::ShuttingDown);
             let message = e.to_string();
             for &i in &order {
                 if let Some(r) = self.slots[i].running.take() {
@@ -644,7 +645,12 @@ impl<'b, B: Backend> Generator<'b, B> {
                     let seq = self.slots[i].seq;
                     self.backend.clear(seq);
                     self.slots[i].cache.tokens.clear();
-                    self.end_failed(r.job, EngineError::Llama(message.clone()));
+                    let e = if shutting_down {
+                        EngineError::ShuttingDown
+                    } else {
+                        EngineError::Llama(message.clone())
+                    };
+                    self.end_failed(r.job, e);
                 }
             }
             self.publish();

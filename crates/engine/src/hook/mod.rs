@@ -106,7 +106,7 @@ impl Active {
             }
         }
         let deduction = self.cap.as_ref().map_or(0, |c| c.deduction);
-        self.budgets.rss_limit.saturating_sub(deduction)
+        self.budgets.rss_limit_under_cap(deduction)
     }
 }
 
@@ -370,6 +370,17 @@ unsafe extern "C" fn trampoline(t: *mut ggml_tensor, ask: bool, user_data: *mut 
 pub(crate) struct HookedContext<'m> {
     ctx: LlamaContext<'m>,
     hook: Box<HookState>,
+    /// The flag llama.cpp's abort callback reads ([`HookedContext::abort_when`]); dropped
+    /// after the context that reads it.
+    abort: Option<Arc<AtomicBool>>,
+}
+
+/// llama.cpp's abort callback: checked between graph nodes; `true` stops the graph.
+extern "C" fn abort_requested(data: *mut c_void) -> bool {
+    // SAFETY: `data` is the `AtomicBool` inside the `Arc` that `HookedContext::abort` keeps
+    // alive for as long as the context that calls this; loading it cannot panic.
+    let flag = unsafe { &*(data as *const AtomicBool) };
+    flag.load(Ordering::Relaxed)
 }
 
 impl<'m> HookedContext<'m> {
@@ -392,7 +403,35 @@ impl<'m> HookedContext<'m> {
             };
         }
         let ctx = model.new_context(backend, cparams)?;
-        Ok(HookedContext { ctx, hook })
+        Ok(HookedContext {
+            ctx,
+            hook,
+            abort: None,
+        })
+    }
+
+    /// Stop a graph in flight, between two nodes, once `flag` is set: `llama_decode` then
+    /// returns 2, and llama.cpp removes the unfinished ubatch's positions from the KV cache.
+    pub fn abort_when(&mut self, flag: Arc<AtomicBool>) {
+        let data = Arc::as_ptr(&flag) as *mut c_void;
+        self.abort = Some(flag);
+        // SAFETY: the context is live and held exclusively (`&mut self`); `data` points into
+        // the `Arc` now kept in `self.abort`, which drops after the context (field order),
+        // so the callback never reads a freed flag.
+        unsafe {
+            llama_cpp_sys_2::llama_set_abort_callback(
+                self.ctx.as_ptr().cast_mut(),
+                Some(abort_requested),
+                data,
+            );
+        }
+    }
+
+    /// Whether the abort flag is set (a failed decode was then stopped on purpose).
+    pub fn abort_requested(&self) -> bool {
+        self.abort
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 
     pub fn ctx(&self) -> &LlamaContext<'m> {
