@@ -444,33 +444,29 @@ fn sigterm_during_a_stream_ends_it_and_exits_cleanly() {
     assert!(st.complete && st.tokens.generated > 0);
 }
 
-/// SIGTERM while a prompt's ubatch is evaluated stops that ubatch (llama.cpp's abort
-/// callback) rather than waiting for it. Reads throttled to 10 MB/s make each cold ubatch
-/// of the mini at its minimum budget take seconds; the stream ends with the shutdown
-/// error, and the exit stats count the batch stopped part-way and no evaluated prompt.
-#[test]
-fn sigterm_during_a_prefill_stops_the_ubatch_in_flight() {
-    let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let model = mini(dir.path());
+/// The mini at its minimum budget and `-ub 128`, served with reads throttled to 10 MB/s (a
+/// blkio cgroup), so that each cold prompt ubatch takes seconds; `None` (with a note)
+/// where reads cannot be throttled. Bound as `(_cap, server)`, the server drops first
+/// (and is stopped) even when a test fails, so the cap's cgroups can be removed.
+fn throttled_mini_server(dir: &Path, stats_path: &Path) -> Option<(Cap, Server)> {
+    let model = mini(dir);
     let Some(device) = epm_sys::proc::disk_device(&model) else {
         eprintln!("note: the model is not on a block device; reads cannot be throttled");
-        return;
+        return None;
     };
     let Some(cap) = Cap::hard(8 << 30) else {
         eprintln!("note: no writable cgroup memory controller; reads cannot be throttled");
-        return;
+        return None;
     };
     let cap = match cap.with_read_limit(&device, 10_000_000) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("note: {e}");
-            return;
+            return None;
         }
     };
     let budget = min_budget_mb(&model, &["-c", "1024", "-ub", "128"]).to_string();
-    let stats_path = dir.path().join("serve-stats.json");
-    let mut s = Server::start_in(
+    let server = Server::start_in(
         &cap,
         &model,
         &[
@@ -482,9 +478,17 @@ fn sigterm_during_a_prefill_stops_the_ubatch_in_flight() {
             stats_path.to_str().unwrap(),
         ],
     );
-    // About 700 tokens: six ubatches.
-    let long = "the pager reads each expert it needs and evicts the coldest ones ".repeat(22);
-    let body = json!({"prompt": long, "max_tokens": 4, "stream": true, "return_progress": true, "temperature": 0});
+    Some((cap, server))
+}
+
+/// A long prompt streamed with progress events; returns the stream once `ubatches`
+/// ubatches of it are done (the next one is then in flight).
+fn stream_until_ubatches_done(
+    s: &Server,
+    prompt: &str,
+    ubatches: usize,
+) -> BufReader<Box<dyn std::io::Read + Send + Sync>> {
+    let body = json!({"prompt": prompt, "max_tokens": 4, "stream": true, "return_progress": true, "temperature": 0});
     let r = match ureq::post(&s.url("/v1/completions")).send_json(body) {
         Ok(r) => r,
         Err(ureq::Error::Status(code, r)) => panic!("{code}: {}", r.into_string().unwrap()),
@@ -492,15 +496,34 @@ fn sigterm_during_a_prefill_stops_the_ubatch_in_flight() {
     };
     let mut reader = BufReader::new(r.into_reader());
     let mut line = String::new();
-    // The first ubatch is done when its progress arrives; the second is then in flight.
+    // One progress event comes before any evaluation, then one per ubatch.
     let mut progress = 0;
-    while progress < 2 {
+    while progress < ubatches + 1 {
         line.clear();
         assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
         if line.contains("prompt_progress") {
             progress += 1;
         }
     }
+    reader
+}
+
+/// About 31 tokens each on the mini's tokenizer.
+const PAGER_WORDS: &str = "the pager reads each expert it needs and evicts the coldest ones ";
+
+/// SIGTERM while a prompt's ubatch is evaluated stops that ubatch (llama.cpp's abort
+/// callback) rather than waiting for the prompt: the stream ends with the shutdown error,
+/// and the exit stats count the batch stopped part-way and no evaluated prompt.
+#[test]
+fn sigterm_during_a_prefill_stops_the_ubatch_in_flight() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let stats_path = dir.path().join("serve-stats.json");
+    let Some((_cap, mut s)) = throttled_mini_server(dir.path(), &stats_path) else {
+        return;
+    };
+    // 684 tokens: six ubatches.
+    let reader = stream_until_ubatches_done(&s, &PAGER_WORDS.repeat(22), 1);
     let _ = Command::new("kill")
         .args(["-TERM", &s.pid().to_string()])
         .status();
@@ -517,6 +540,43 @@ fn sigterm_during_a_prefill_stops_the_ubatch_in_flight() {
     let st = stats(&stats_path);
     assert_eq!(st.tokens.aborted_batches, 1, "{:?}", st.tokens);
     assert_eq!(st.tokens.prompt, 0, "no prompt finished");
+}
+
+/// A client that goes away during its prompt stops the prefill after the ubatch in
+/// flight, and the ubatches evaluated are kept: the same prompt sent again reuses them.
+#[test]
+fn a_client_gone_during_its_prompt_stops_the_prefill_and_leaves_its_ubatches() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let stats_path = dir.path().join("serve-stats.json");
+    let Some((_cap, mut s)) = throttled_mini_server(dir.path(), &stats_path) else {
+        return;
+    };
+    // About 930 tokens: seven whole ubatches and a part.
+    let prompt = PAGER_WORDS.repeat(30);
+    drop(stream_until_ubatches_done(&s, &prompt, 1));
+    let again = s
+        .post(
+            "/v1/completions",
+            &json!({"prompt": prompt, "max_tokens": 1, "temperature": 0}),
+        )
+        .unwrap();
+    let n = again["usage"]["prompt_tokens"].as_u64().unwrap();
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    let whole = n / 128 * 128;
+    assert!(
+        cached >= 128 && cached % 128 == 0 && cached < whole,
+        "{cached} of {n} tokens reused: the first prompt's whole ubatches up to where it \
+         stopped, and not all {whole}"
+    );
+    let status = s.stop();
+    assert!(status.success(), "exit status {status}");
+    let st = stats(&stats_path);
+    // The first request evaluated what the second reused, and no more.
+    assert_eq!(st.tokens.prompt, n, "{:?}", st.tokens);
+    assert_eq!(st.tokens.prompt_reused, cached);
 }
 
 #[test]

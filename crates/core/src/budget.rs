@@ -373,16 +373,20 @@ mod tests {
     fn the_loan_and_the_deduction_both_count_toward_the_pager_budget() {
         let i = inputs(4 * GIB, false);
         let b = Budgets::split(i).unwrap();
-        let table = TokenTable {
-            file: 0,
-            offset: 0,
-            row_bytes: 4096,
-            rows: 1000,
-        };
-        let l = TokenRowLoan::new(table, 4096);
+        let l = TokenRowLoan::new(table(0, 4096, 1000), 4096);
         assert_eq!(l.lent_bytes(), 998 * 4096);
         assert_eq!(pager_budget(&b, Some(&l), 0), b.pager + 998 * 4096);
         assert_eq!(pager_budget(&b, Some(&l), MIB), b.pager + 998 * 4096 - MIB);
+    }
+
+    /// A token table in file 0.
+    fn table(offset: u64, row_bytes: u64, rows: u64) -> TokenTable {
+        TokenTable {
+            file: 0,
+            offset,
+            row_bytes,
+            rows,
+        }
     }
 
     fn check_loan(l: &TokenRowLoan, taken_rows: &[u64]) {
@@ -414,13 +418,7 @@ mod tests {
     #[test]
     fn a_row_read_takes_back_exactly_the_pages_it_lies_on() {
         // 100 rows of 1,700 bytes from an unaligned offset: rows straddle pages.
-        let table = TokenTable {
-            file: 0,
-            offset: 10_000,
-            row_bytes: 1_700,
-            rows: 100,
-        };
-        let mut l = TokenRowLoan::new(table, 4096);
+        let mut l = TokenRowLoan::new(table(10_000, 1_700, 100), 4096);
         check_loan(&l, &[]);
         // Bytes 10,000..180,000: pages 2..=43, 42 pages, two of them edges.
         assert_eq!(l.lent_bytes(), 40 * 4096);
@@ -452,13 +450,7 @@ mod tests {
 
     #[test]
     fn a_table_within_one_page_lends_nothing() {
-        let table = TokenTable {
-            file: 0,
-            offset: 4096,
-            row_bytes: 8,
-            rows: 10,
-        };
-        let l = TokenRowLoan::new(table, 4096);
+        let l = TokenRowLoan::new(table(4096, 8, 10), 4096);
         check_loan(&l, &[]);
         assert_eq!(l.lent_bytes(), 0);
         assert_eq!(l.interior(), (4096, 4096));

@@ -43,6 +43,8 @@ pub enum EngineError {
     Grammar(String),
     #[error("the server is shutting down; this generation was cut short")]
     ShuttingDown,
+    #[error("the client went away; its prompt's evaluation was stopped")]
+    Cancelled,
 }
 
 impl EngineError {

@@ -2,6 +2,7 @@
 //! up to `n_seq` sequences. It prefills prompts, decodes steps of several sequences in one
 //! batch, samples, and keeps or drops each sequence's KV prefix.
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -236,21 +237,23 @@ impl<'e> Session<'e> {
 
     /// Stop the batch in flight, between two graph nodes, once `flag` is set (a server's
     /// shutdown); the batch then fails with [`EngineError::ShuttingDown`]. Without it a
-    /// shutdown waits for the batch, which for a cold prompt ubatch at a small budget takes
-    /// tens of seconds: longer than a container's stop timeout.
+    /// shutdown waits for the core's step in flight, and a prompt's prefill is one step: a
+    /// cold 2,000-token prompt at a small budget takes minutes, longer than a container's
+    /// stop timeout.
     pub fn abort_when(&mut self, flag: Arc<AtomicBool>) {
         self.hooked.abort_when(flag);
     }
 
     /// Evaluate `tokens` of sequence `seq` at positions `start..`, asking for the logits of
-    /// the last token only; `progress` hears how many are done after each piece. Returns
-    /// that token's logits index.
+    /// the last token only; `progress` hears how many are done after each piece, and
+    /// stops the prefill there with [`EngineError::Cancelled`] by breaking. Returns that
+    /// token's logits index.
     pub fn prefill(
         &mut self,
         seq: i32,
         tokens: &[i32],
         start: u32,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     ) -> Result<i32, EngineError> {
         // Progress for readers on other threads (the server's pager view).
         let stats = self.engine.stats().clone();
@@ -280,7 +283,7 @@ impl<'e> Session<'e> {
         tokens: &[i32],
         start: u32,
         stats: &RunStats,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     ) -> Result<i32, EngineError> {
         let piece = self.prefill_piece();
         let mut last = 0;
@@ -298,7 +301,9 @@ impl<'e> Session<'e> {
             self.decode_batch(Phase::Prompt)?;
             stats.prefill_done.add(chunk.len() as u64);
             done += chunk.len();
-            progress(done);
+            if progress(done).is_break() && done < tokens.len() {
+                return Err(EngineError::Cancelled);
+            }
             last = self.batch.n_tokens() - 1;
         }
         Ok(last)
@@ -361,13 +366,16 @@ impl<'e> Session<'e> {
     /// ubatches shared with `prompt`) and evaluate the rest, so the output is the same as
     /// from a cold cache. Where the cache cannot be cut (recurrent models), it is kept only
     /// when the kept part is all of it, else rebuilt from scratch. `cache` is updated;
-    /// `progress` hears how far the prefill has come, first before any evaluation.
+    /// `progress` hears how far the prefill has come, first before any evaluation. When it
+    /// breaks (the client has gone), the prefill stops after that ubatch with
+    /// [`EngineError::Cancelled`], and the cache keeps the whole ubatches evaluated, for a
+    /// client that asks again.
     pub fn prefill_reusing(
         &mut self,
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
-        progress: &mut dyn FnMut(PrefillProgress),
+        progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
     ) -> Result<Prefilled, EngineError> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
@@ -384,18 +392,32 @@ impl<'e> Session<'e> {
             evaluated: 0,
             to_evaluate: prompt.len() - keep,
         };
-        progress(at);
-        let logits = self.prefill(seq, &prompt[keep..], keep as u32, &mut |done| {
-            at.evaluated = done;
-            progress(at);
-        });
-        // On failure the cache holds an unknown part of the prompt: forget it all.
-        if logits.is_err() {
-            self.clear(seq);
-        }
-        let logits = logits?;
-        *cache = prefix::after_prefill(prompt, n_ubatch);
+        let logits = if progress(at).is_break() {
+            Err(EngineError::Cancelled)
+        } else {
+            self.prefill(seq, &prompt[keep..], keep as u32, &mut |done| {
+                at.evaluated = done;
+                progress(at)
+            })
+        };
         let stats = self.engine.stats();
+        let logits = match logits {
+            Ok(l) => l,
+            Err(EngineError::Cancelled) => {
+                // Stopped on a piece boundary: the sequence holds exactly the prompt's
+                // first `keep + evaluated` tokens.
+                *cache = prefix::after_prefill(&prompt[..keep + at.evaluated], n_ubatch);
+                stats.prompt_tokens.add(at.evaluated as u64);
+                stats.reused_prompt_tokens.add(keep as u64);
+                return Err(EngineError::Cancelled);
+            }
+            Err(e) => {
+                // The cache holds an unknown part of the prompt: forget it all.
+                self.clear(seq);
+                return Err(e);
+            }
+        };
+        *cache = prefix::after_prefill(prompt, n_ubatch);
         stats.prompt_tokens.add((prompt.len() - keep) as u64);
         stats.reused_prompt_tokens.add(keep as u64);
         Ok(Prefilled {

@@ -318,7 +318,7 @@ pub(crate) mod test_support {
 
     /// Evict `[0, len)` until mincore finds none of it cached (earlier reads may be in flight).
     pub fn drop_all_pages(m: &FileMapping, len: u64) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             m.evict(0, len);
             if m.resident_bytes(0, len) == 0 {
@@ -329,9 +329,10 @@ pub(crate) mod test_support {
         }
     }
 
-    /// Poll until `cond` holds, failing after 10 s with `what`.
+    /// Poll until `cond` holds, failing after 60 s with `what` (this host's disk has
+    /// stalled for over 10 s under sustained reads).
     pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !cond() {
             assert!(Instant::now() < deadline, "timed out: {what}");
             std::thread::sleep(Duration::from_millis(5));

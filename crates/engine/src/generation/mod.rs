@@ -18,6 +18,7 @@ pub mod text;
 
 use std::collections::VecDeque;
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
@@ -46,13 +47,15 @@ pub trait Backend {
         constraint: Option<&Constraint>,
     ) -> Result<Self::Sampler, EngineError>;
     /// Make `seq` hold `prompt` with its logits ready, reusing what `cache` allows;
-    /// `progress` hears how far it has come, before the first ubatch and after each.
+    /// `progress` hears how far it has come, before the first ubatch and after each, and
+    /// breaking stops the prefill there with [`EngineError::Cancelled`] (`cache` then
+    /// holds what was evaluated).
     fn prefill(
         &mut self,
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
-        progress: &mut dyn FnMut(PrefillProgress),
+        progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
     ) -> Result<Prefilled, EngineError>;
     /// One decode step of every sequence in `steps`; the logits of step `i` are at `i`.
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError>;
@@ -86,7 +89,7 @@ impl Backend for Session<'_> {
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
-        progress: &mut dyn FnMut(PrefillProgress),
+        progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
     ) -> Result<Prefilled, EngineError> {
         self.prefill_reusing(seq, cache, prompt, progress)
     }
@@ -561,7 +564,12 @@ impl<'b, B: Backend> Generator<'b, B> {
                         v.reused_tokens.store(p.cached as u64, Ordering::Relaxed);
                         v.prefilled.store(p.evaluated as u64, Ordering::Relaxed);
                     }
-                    events.send(Event::Progress(p));
+                    // A client gone mid-prompt stops the prefill after this ubatch.
+                    if events.send(Event::Progress(p)) && !events.is_closed() {
+                        ControlFlow::Continue(())
+                    } else {
+                        ControlFlow::Break(())
+                    }
                 },
             );
             stats.prefill_us.add(started.elapsed().as_micros() as u64);
@@ -822,10 +830,10 @@ impl<'b, B: Backend> Generator<'b, B> {
         }
     }
 
-    /// End `job` with `Failed(e)`. A shutdown counts as a cancellation, anything else as
-    /// a failure.
+    /// End `job` with `Failed(e)`. A shutdown or a client gone mid-prompt counts as a
+    /// cancellation, anything else as a failure.
     fn end_failed(&self, mut job: Job, e: EngineError) {
-        let counter = if matches!(e, EngineError::ShuttingDown) {
+        let counter = if matches!(e, EngineError::ShuttingDown | EngineError::Cancelled) {
             &self.counters.cancelled
         } else {
             tracing::warn!("a generation failed: {e}");

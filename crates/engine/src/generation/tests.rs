@@ -69,7 +69,7 @@ impl Backend for Fake {
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
-        progress: &mut dyn FnMut(PrefillProgress),
+        progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
     ) -> Result<Prefilled, EngineError> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
@@ -82,12 +82,16 @@ impl Backend for Fake {
             .count()
             .min(prompt.len() - 1);
         let to_evaluate = prompt.len() - reused;
-        progress(PrefillProgress {
+        let first = progress(PrefillProgress {
             cached: reused,
             evaluated: 0,
             to_evaluate,
         });
-        progress(PrefillProgress {
+        if first.is_break() {
+            cache.tokens = prompt[..reused].to_vec();
+            return Err(EngineError::Cancelled);
+        }
+        let _ = progress(PrefillProgress {
             cached: reused,
             evaluated: to_evaluate,
             to_evaluate,
@@ -134,15 +138,20 @@ impl Backend for Fake {
     }
 }
 
-/// Records a job's events; `close` makes it look like a client that went away.
+/// Records a job's events; `close` makes it look like a client that went away, and
+/// `close_on_progress` like one that goes away once its prompt's progress arrives.
 #[derive(Clone, Default)]
 struct Recorder {
     events: Arc<Mutex<Vec<Event>>>,
     closed: Arc<AtomicBool>,
+    close_on_progress: Arc<AtomicBool>,
 }
 
 impl EventSink for Recorder {
     fn send(&mut self, event: Event) -> bool {
+        if matches!(event, Event::Progress(_)) && self.close_on_progress.load(Ordering::Relaxed) {
+            self.closed.store(true, Ordering::Relaxed);
+        }
         self.events.lock().unwrap().push(event);
         true
     }
@@ -362,6 +371,35 @@ fn a_job_goes_to_the_slot_that_shares_its_prefix() {
     assert_ne!(p[0].0, p[1].0, "two jobs at once take two slots");
     assert_eq!((p[2].0, p[2].1.reused), (p[1].0, 3));
     assert_eq!((p[3].0, p[3].1.reused), (p[0].0, 3));
+}
+
+#[test]
+fn a_client_gone_during_its_prompt_stops_the_prefill_and_counts_as_cancelled() {
+    let mut fake = Fake::new(1, &[(1, &[1; 20]), (2, &[2, 2])]);
+    let mut g = generator(&mut fake);
+    let (a, ra) = job(&[1, 4, 4], 20, &[]);
+    ra.close_on_progress.store(true, Ordering::Relaxed);
+    let (b, rb) = job(&[2], 2, &[]);
+    g.submit(a);
+    g.submit(b);
+    g.run_until_idle();
+    assert!(
+        ra.failed().unwrap().contains("client went away"),
+        "{:?}",
+        ra.failed()
+    );
+    assert_eq!(rb.text(), "bb");
+    let c = g.counters();
+    assert_eq!(c.cancelled.load(Ordering::Relaxed), 1);
+    assert_eq!(c.failed.load(Ordering::Relaxed), 0);
+    // The cancelled prompt never reached a decode step.
+    let fake = g.backend();
+    assert!(fake.decodes.iter().all(|d| d.iter().all(|s| s.token != 1)));
+    assert_eq!(
+        fake.prefills.len(),
+        1,
+        "only the second job's prefill finished"
+    );
 }
 
 #[test]
