@@ -140,13 +140,7 @@ fn parse_kernel_bytes(version: CgroupVersion, text: &[u8]) -> Option<u64> {
             .split(|&b| b == b'\n')
             .find_map(|l| l.strip_prefix(b"kernel "))?,
     };
-    let digits = digits.trim_ascii();
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, &d| {
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
+    crate::proc::ascii_u64(digits.trim_ascii())
 }
 
 #[cfg(test)]

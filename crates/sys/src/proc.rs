@@ -149,15 +149,21 @@ impl RssProbe {
         // statm: size resident shared text lib data dt (pages)
         let mut fields = buf[..n].split(|&b| b == b' ');
         let _size = fields.next();
-        let resident = fields.next().unwrap_or(b"0");
-        let mut pages = 0u64;
-        for &d in resident {
-            if d.is_ascii_digit() {
-                pages = pages * 10 + u64::from(d - b'0');
-            }
-        }
+        let pages = fields.next().and_then(ascii_u64).unwrap_or(0);
         pages * self.page
     }
+}
+
+/// A decimal number written in ASCII digits only, without allocating (the hot path's
+/// readers of kernel counters and tensor names); `None` when empty, not all digits, or
+/// past `u64`.
+pub fn ascii_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
 }
 
 /// A `Key:` of `/proc/meminfo`, in bytes.

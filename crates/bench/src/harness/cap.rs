@@ -212,6 +212,11 @@ impl Cap {
         std::fs::read_to_string(self.dir.as_ref()?.join(file)).ok()
     }
 
+    /// A cgroup file that holds one number.
+    fn number(&self, file: &str) -> Option<u64> {
+        self.read(file)?.trim().parse().ok()
+    }
+
     pub fn facts(&self) -> CapFacts {
         let counter = |text: Option<String>, key: &str| {
             text.and_then(|t| {
@@ -221,17 +226,12 @@ impl Cap {
         };
         match self.kind {
             CapKind::CgroupV1 => CapFacts {
-                max_usage_bytes: self
-                    .read("memory.max_usage_in_bytes")
-                    .and_then(|v| v.trim().parse().ok()),
+                max_usage_bytes: self.number("memory.max_usage_in_bytes"),
                 oom_kills: counter(self.read("memory.oom_control"), "oom_kill ").unwrap_or(0),
-                limit_hits: self
-                    .read("memory.failcnt")
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0),
+                limit_hits: self.number("memory.failcnt").unwrap_or(0),
             },
             CapKind::CgroupV2 => CapFacts {
-                max_usage_bytes: self.read("memory.peak").and_then(|v| v.trim().parse().ok()),
+                max_usage_bytes: self.number("memory.peak"),
                 oom_kills: counter(self.read("memory.events"), "oom_kill ").unwrap_or(0),
                 limit_hits: counter(self.read("memory.events"), "max ").unwrap_or(0),
             },

@@ -82,10 +82,14 @@ pub(crate) struct CapWatch {
 }
 
 impl Active {
+    /// What a cgroup limit's kernel memory takes from the expert cache now.
+    fn cap_deduction(&self) -> u64 {
+        self.cap.as_ref().map_or(0, |c| c.deduction)
+    }
+
     /// What the pager may hold now (`budget::pager_budget`).
     fn pager_budget(&self) -> u64 {
-        let deduction = self.cap.as_ref().map_or(0, |c| c.deduction);
-        pager_budget(&self.budgets, self.loan.as_ref(), deduction)
+        pager_budget(&self.budgets, self.loan.as_ref(), self.cap_deduction())
     }
 
     /// Read the kernel memory the cgroup limit charges; when what it takes from the expert
@@ -105,8 +109,7 @@ impl Active {
                 self.pager.set_budget(budget);
             }
         }
-        let deduction = self.cap.as_ref().map_or(0, |c| c.deduction);
-        self.budgets.rss_limit_under_cap(deduction)
+        self.budgets.rss_limit_under_cap(self.cap_deduction())
     }
 }
 
@@ -328,17 +331,7 @@ pub(crate) fn publish_loan(stats: &RunStats, loan: &TokenRowLoan) {
 }
 
 fn parse_u32(digits: &[u8]) -> Option<u32> {
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u32 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u32::from(d - b'0'))?;
-    }
-    Some(v)
+    epm_sys::proc::ascii_u64(digits).and_then(|v| u32::try_from(v).ok())
 }
 
 /// The C callback. `user_data` is a `*const HookState`.
