@@ -7,11 +7,13 @@ and cached tokens, and decode speed; the later requests should skip the shared p
     python3 bench/serve_agent.py -m qwen3-30b-a3b.gguf --budget-mb 4096 [--requests 20]
         [--system-tokens 2000] [--server-arg=-ub --server-arg=128]
         [--out validate/serve-agent-qwen3-30b-a3b-4g.json]
+    python3 bench/serve_agent.py -m qwen3-30b-a3b.gguf --unpaged-warm --requests 2 ...
+        # the same requests served unpaged from a warm page cache: the compute bound
 """
 import argparse, http.client, json, os, re, signal, statistics, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import drop_cache, machine, start_server  # noqa: E402
+from epmlib import disk_read_mb_s, drop_cache, machine, start_server  # noqa: E402
 
 WORDS = ("the repository holds a Rust workspace with crates for parsing, planning, paging and serving; "
          "tests run with cargo; tools live under tools and benchmarks under bench; "
@@ -56,7 +58,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--budget-mb", type=int, required=True)
+    ap.add_argument("--budget-mb", type=int)
+    ap.add_argument("--unpaged-warm", action="store_true",
+                    help="serve --no-pager with the model file read into the page cache first: the "
+                         "compute bound of the same requests at the same ubatch (no budget)")
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--system-tokens", type=int, default=2000)
     ap.add_argument("--max-tokens", type=int, default=16)
@@ -65,10 +70,20 @@ def main():
     ap.add_argument("--server-arg", action="append", default=[],
                     help="an extra flag for `serve` (repeat), e.g. --server-arg=-ub --server-arg=128")
     a = ap.parse_args()
-    # A cold start, as after a reboot.
+    if (a.budget_mb is None) == (not a.unpaged_warm):
+        ap.error("give --budget-mb for a paged run, or --unpaged-warm")
+    # A cold start, as after a reboot; the disk's speed before and after (a host's rate
+    # limit can change it within a session: sessions compare only where it held).
     drop_cache(a.model)
-    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--ram-budget-mb", str(a.budget_mb),
-           *a.server_arg]
+    disk_before = disk_read_mb_s(a.model)
+    if a.unpaged_warm:
+        with open(a.model, "rb") as f:
+            while f.read(64 << 20):
+                pass
+        memory = ["--no-pager"]
+    else:
+        memory = ["--ram-budget-mb", str(a.budget_mb)]
+    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", *memory, *a.server_arg]
     t_start = time.time()
     proc, port = start_server(cmd)
     load_s = time.time() - t_start
@@ -138,12 +153,14 @@ def main():
     stats = json.loads(c.getresponse().read())
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=120)
+    disk_after = disk_read_mb_s(a.model)
     first = rows[0]["ttft_s"]
     later = statistics.median(r["ttft_s"] for r in rows[1:])
     report = {
         "what": "an agent-style session: a fixed system prompt and short turns, time to first token",
         "command": "python3 bench/serve_agent.py " + " ".join(sys.argv[1:]),
         "server_command": " ".join(cmd), "machine": machine(), "load_s": load_s,
+        "disk_read_mb_s": {"before": disk_before, "after": disk_after},
         "first_ttft_s": first, "later_ttft_s_median": later,
         "summed_ttft_s": sum(r["ttft_s"] for r in rows), "ubatch": stats["tokens"].get("ubatch"), "ttft_first_over_later": first / later,
         "target_10x_met": first / later >= 10,

@@ -342,7 +342,12 @@ fn progress_of(events: &[Value], text_key: &str) -> (Vec<(u64, u64, u64)>, bool)
 fn prefill_progress_is_streamed_per_ubatch_when_asked() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&synth(dir.path(), "tiny", &[]), &["-ub", "32"]);
+    // On the grid every ubatch but the last holds 32 tokens (cut at turns, this prompt's
+    // user message would end one early: `prefix.rs` tests that split).
+    let server = Server::start(
+        &synth(dir.path(), "tiny", &[]),
+        &["-ub", "32", "--prompt-split", "grid"],
+    );
     let prompt = "the quick brown fox jumps over the lazy dog ".repeat(12);
     let body = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 4,
         "stream": true, "return_progress": true, "stream_options": {"include_usage": true}});

@@ -127,11 +127,7 @@ fn same_output_as_generate_streaming_or_not_paged_or_not() {
             .into_json()
             .unwrap();
         assert_eq!(models["data"][0]["id"], "qwen3-30b-a3b-mini");
-        let stats: Snapshot = ureq::get(&s.url("/stats"))
-            .call()
-            .unwrap()
-            .into_json()
-            .unwrap();
+        let stats = live_stats(&s);
         assert_eq!(stats.pager_enabled, flags[0] != "--no-pager");
         assert!(stats.tokens.generated > 0);
         let metrics = ureq::get(&s.url("/metrics"))
@@ -153,52 +149,132 @@ fn same_output_as_generate_streaming_or_not_paged_or_not() {
     }
 }
 
+/// A system prompt several ubatches (128 tokens) long, as agents send.
+fn agent_system_prompt() -> String {
+    "You are a careful assistant for a coding agent. Tools: read_file, write_file, \
+     run_tests, search. Always explain what you will do before you do it, keep \
+     answers short, and never invent file names. "
+        .repeat(12)
+}
+
+/// A chat request with greedy sampling and every token's top logprobs.
+fn agent_request(system: &str, user: &str) -> Value {
+    json!({"messages": messages(system, user), "max_tokens": 16, "temperature": 0,
+           "logprobs": true, "top_logprobs": 5})
+}
+
+/// The server's stats now (`/stats`).
+fn live_stats(s: &Server) -> Snapshot {
+    ureq::get(&s.url("/stats"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap()
+}
+
+/// Two chat replies with the same text and the same logprobs, to the last bit.
+fn assert_same_reply(warm: &Value, cold: &Value) {
+    assert_eq!(
+        content(warm),
+        content(cold),
+        "prefix reuse changed the output"
+    );
+    assert_eq!(
+        warm["choices"][0]["logprobs"], cold["choices"][0]["logprobs"],
+        "prefix reuse changed the logprobs"
+    );
+}
+
+fn cached_tokens(r: &Value) -> u64 {
+    r["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap()
+}
+
 #[test]
 fn prefix_reuse_changes_nothing_and_is_reported() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = mini(dir.path());
-    // A system prompt several ubatches (128 tokens) long, as agents send.
-    let system = "You are a careful assistant for a coding agent. Tools: read_file, write_file, \
-                  run_tests, search. Always explain what you will do before you do it, keep \
-                  answers short, and never invent file names. "
-        .repeat(12);
-    let req = |user: &str| json!({"messages": messages(&system, user), "max_tokens": 16, "temperature": 0});
-    let warm = Server::start(&model, &["-c", "2048"]);
+    let system = agent_system_prompt();
+    let req = |user: &str| agent_request(&system, user);
+    // Upstream's split: whole ubatches of 128 from position 0.
+    let args = ["-c", "2048", "-ub", "128", "--prompt-split", "grid"];
+    let warm = Server::start(&model, &args);
     let first = warm.chat(&req("List the files in src."));
-    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(cached_tokens(&first), 0);
     let second = warm.chat(&req("Now run the tests."));
-    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap();
+    let cached = cached_tokens(&second);
     let prompt = second["usage"]["prompt_tokens"].as_u64().unwrap();
     // Whole ubatches of the shared system prompt are kept, the rest evaluated.
     assert!(
         cached >= 256 && cached % 128 == 0 && cached < prompt,
         "cached {cached} of {prompt}"
     );
-    let stats: Snapshot = ureq::get(&warm.url("/stats"))
-        .call()
-        .unwrap()
-        .into_json()
-        .unwrap();
+    let stats = live_stats(&warm);
     assert_eq!(stats.tokens.prompt_reused, cached);
     drop(warm);
-    let cold = Server::start(&model, &["-c", "2048"]);
+    let cold = Server::start(&model, &args);
     let again = cold.chat(&req("Now run the tests."));
-    assert_eq!(again["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
-    assert_eq!(
-        content(&second),
-        content(&again),
-        "prefix reuse changed the output"
-    );
+    assert_eq!(cached_tokens(&again), 0);
+    assert_same_reply(&second, &again);
     // The same request twice keeps every whole ubatch before its last token.
     let repeat = cold.chat(&req("Now run the tests."));
-    let kept = repeat["usage"]["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap();
-    assert_eq!(kept, (prompt - 1) / 128 * 128);
+    assert_eq!(cached_tokens(&repeat), (prompt - 1) / 128 * 128);
     assert_eq!(content(&repeat), content(&again));
+}
+
+/// The server's default split also cuts a prompt after an end-of-turn token once the piece
+/// holds 256 tokens: a request that shares the system message keeps all of it (not only
+/// its whole ubatches of 128) and evaluates only its own turn, with the same logprobs as a
+/// cold server, which evaluates the same ubatches.
+#[test]
+fn a_shared_system_message_is_kept_whole_and_changes_nothing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let system = agent_system_prompt();
+    let req = |user: &str| agent_request(&system, user);
+    let args = ["-c", "2048", "-ub", "128"];
+    let warm = Server::start(&model, &args);
+    // Where the system message ends, in tokens: its `<|im_end|>` is the first cut.
+    let head = format!("<|im_start|>system\n{system}<|im_end|>");
+    let tokens = warm
+        .post("/tokenize", &json!({"content": head, "add_special": false}))
+        .unwrap();
+    let system_end = tokens["tokens"].as_array().unwrap().len() as u64;
+    assert!(system_end > 256 && system_end % 128 != 0, "{system_end}");
+    let first = warm.chat(&req("List the files in src."));
+    assert_eq!(cached_tokens(&first), 0);
+    let second = warm.chat(&req("Now run the tests."));
+    let prompt = second["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(cached_tokens(&second), system_end, "of {prompt}");
+    let stats = live_stats(&warm);
+    assert_eq!(stats.tokens.prompt_reused, system_end);
+    let first_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(stats.tokens.prompt, first_prompt + prompt - system_end);
+    drop(warm);
+    let cold = Server::start(&model, &args);
+    let again = cold.chat(&req("Now run the tests."));
+    assert_eq!(cached_tokens(&again), 0);
+    assert_same_reply(&second, &again);
+    // The conversation goes on: the next request carries the reply and a new turn, and
+    // keeps the system message (the first turn's piece is shorter than 256 tokens).
+    let reply = content(&again);
+    let conversation = json!([
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Now run the tests."},
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "Explain the change."},
+    ]);
+    let body = json!({"messages": conversation, "max_tokens": 8, "temperature": 0,
+                      "logprobs": true, "top_logprobs": 5});
+    let third = cold.chat(&body);
+    assert_eq!(cached_tokens(&third), system_end);
+    drop(cold);
+    let fresh = Server::start(&model, &args);
+    let third_cold = fresh.chat(&body);
+    assert_same_reply(&third, &third_cold);
 }
 
 /// Concurrent requests each get their own output. Their decode steps share one batch, and

@@ -8,14 +8,13 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use epm_core::plan::REUSE_AUTO_UBATCH_MAX;
 use epm_core::units::MIB;
 use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
 use epm_engine::telemetry;
 use epm_engine::{Engine, EngineError, SamplingParams, Session};
 
 use super::exit::UsageError;
-use super::model_run::{ModelRun, ModelRunArgs};
+use super::model_run::{ModelRun, ModelRunArgs, PromptReuse};
 use super::progress;
 
 #[derive(Args, Debug)]
@@ -74,15 +73,15 @@ fn constraint(a: &GenerateArgs) -> Result<Option<Constraint>> {
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
-    // A chat's prompts grow and reuse the conversation (whole ubatches), like a server's.
-    let auto_max = if a.chat {
-        REUSE_AUTO_UBATCH_MAX
+    // A chat's prompts grow and reuse the conversation, like a server's.
+    let reuse = if a.chat {
+        PromptReuse::Shared
     } else {
-        u32::MAX
+        PromptReuse::None
     };
     let run = a
         .run
-        .set_up(1, auto_max, &[("--dump-logits", &a.dump_logits)])?;
+        .set_up(1, reuse, &[("--dump-logits", &a.dump_logits)])?;
     let disk = run.disk_mb_per_s;
     let result = read_prompt(&a).and_then(|prompt| generate(&a, &run, prompt));
     let ok = result.is_ok();

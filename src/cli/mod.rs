@@ -74,8 +74,8 @@ pub struct ShapeArgs {
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     pub ctx: u32,
     /// Micro-batch size (`-ub`): tokens per graph evaluation. `auto` (the default): paged,
-    /// the largest of 2048/1024/512/256/128 (at most 256 for `serve` and `--chat`, whose
-    /// prompts reuse whole ubatches) whose compute buffer costs at most an eighth of the
+    /// the largest of 2048/1024/512/256/128 (at most 1024 for `serve` and `--chat`, whose
+    /// prompts reuse whole ubatches, or 256 with `--prompt-split grid`) whose compute buffer costs at most an eighth of the
     /// expert cache (`plan` shows the pick); unpaged, llama.cpp's 512; in `generate`, no
     /// larger than the prompt needs. Compare runs only at equal ubatch sizes.
     #[arg(long = "ubatch-size", default_value = "auto", value_parser = parse_ubatch)]
@@ -107,7 +107,7 @@ fn parse_ubatch(s: &str) -> Result<Ubatch, String> {
 impl ShapeArgs {
     /// The run shape for `n_seq` sequences; `auto` ubatch is resolved against `budget`
     /// (the smallest choice without one).
-    /// `auto` picks at most `auto_max` (see [`planning::REUSE_AUTO_UBATCH_MAX`]).
+    /// `auto` picks at most `auto_max` (see [`planning::reuse_auto_ubatch_max`]).
     pub fn resolve(
         &self,
         index: &ModelIndex,

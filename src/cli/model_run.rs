@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use epm_core::diagnose;
 use epm_core::model::ModelIndex;
 use epm_core::pager::CachePolicy;
-use epm_core::plan::{make_plan, step_selection_bound_bytes, Plan};
+use epm_core::plan::{make_plan, reuse_auto_ubatch_max, step_selection_bound_bytes, Plan};
+use epm_core::prefix::PromptCuts;
 use epm_core::stats::{PagerCounters, RunStats};
 use epm_core::threads::{ComputeThreads, Threads};
 use epm_engine::telemetry::{self, MemorySampler};
@@ -53,10 +54,36 @@ pub struct ModelRunArgs {
     pub stats_file: Option<PathBuf>,
     #[command(flatten)]
     pub paging: PagingArgs,
+    /// Where a prompt's ubatches end besides every `-ub` tokens: `turns` also after an
+    /// end-of-turn token (`<|im_end|>`, `<|eot_id|>`, ...) once the piece since the last cut
+    /// holds 256 tokens, so that a request sharing a system prompt or a conversation's
+    /// earlier messages keeps all of them and evaluates only what is new (the default for
+    /// `serve` and `--chat`); `grid`: every `-ub` tokens from the start only, as upstream
+    /// splits a prompt (the default for one prompt). Outputs equal upstream's given the
+    /// same ubatches either way; compare runs only with the same split.
+    #[arg(long, value_enum)]
+    pub prompt_split: Option<PromptSplitArg>,
     /// A `probe-io` report of the model's disk: decode's read throughput is then judged
     /// against the disk's best speed (at exit, and in the server's log and /metrics).
     #[arg(long)]
     pub disk_probe: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PromptSplitArg {
+    Grid,
+    Turns,
+}
+
+/// Whether a command's prompts share prefixes with earlier ones (a server's requests, a
+/// chat's turns), which sets the defaults that trade the first prompt against later ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptReuse {
+    /// One prompt: nothing is reused.
+    None,
+    /// Later prompts extend or share earlier ones: prompts are cut at turns, and `-ub auto`
+    /// stays at [`reuse_auto_ubatch_max`] of the split.
+    Shared,
 }
 
 /// A model run, set up and not yet loaded.
@@ -74,11 +101,11 @@ pub struct ModelRun {
 impl ModelRunArgs {
     /// Open the model, check every output path (`outputs` names the command's own) and the
     /// budget against the plan, and start the stats (file on SIGUSR2, memory sampler), for
-    /// `n_seq` parallel sequences; an `auto` ubatch is at most `auto_max`.
+    /// `n_seq` parallel sequences, whose prompts are reused as `reuse` says.
     pub fn set_up(
         &self,
         n_seq: u32,
-        auto_max: u32,
+        reuse: PromptReuse,
         outputs: &[(&str, &Option<PathBuf>)],
     ) -> Result<ModelRun> {
         let index = open_index(&self.model)?;
@@ -96,6 +123,14 @@ impl ModelRunArgs {
         let budget = paged
             .then(|| budget_bytes(self.ram_budget_mb))
             .transpose()?;
+        let prompt_cuts = match (self.prompt_split, reuse) {
+            (Some(PromptSplitArg::Grid), _) | (None, PromptReuse::None) => PromptCuts::Grid,
+            (Some(PromptSplitArg::Turns), _) | (None, PromptReuse::Shared) => PromptCuts::Turns,
+        };
+        let auto_max = match reuse {
+            PromptReuse::None => u32::MAX,
+            PromptReuse::Shared => reuse_auto_ubatch_max(prompt_cuts),
+        };
         let shape = self.shape.resolve(&index, budget, n_seq, auto_max)?;
         let page = epm_sys::page_size() as u64;
         let plan = budget.map(|b| make_plan(&index, shape, b, page));
@@ -147,6 +182,7 @@ impl ModelRunArgs {
             n_threads: threads.decode as i32,
             n_threads_batch: threads.batch as i32,
             n_seq,
+            prompt_cuts,
         };
         Ok(ModelRun {
             index,

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use epm_core::plan::{choose_ubatch, make_plan, AUTO_UBATCHES, REUSE_AUTO_UBATCH_MAX};
+use epm_core::plan::{choose_ubatch, make_plan, reuse_auto_ubatch_max, AUTO_UBATCHES};
+use epm_core::prefix::PromptCuts;
 use epm_core::units::mib_f;
 
 use super::{budget_bytes, open_index, ShapeArgs};
@@ -80,10 +81,15 @@ pub fn run(a: PlanArgs) -> Result<()> {
         m(p.margin_bytes)
     );
     println!("min budget       {}", m(p.min_budget_bytes));
-    let reuse_auto = choose_ubatch(&index, shape, budget, page, REUSE_AUTO_UBATCH_MAX);
+    let reuse_auto = |cuts| choose_ubatch(&index, shape, budget, page, reuse_auto_ubatch_max(cuts));
     println!(
-        "ubatch auto      {} at this budget for one prompt, {} for serve and --chat (largest of {:?} costing at most 1/8 of the expert cache; serve and --chat at most {})",
-        p.auto_ubatch, reuse_auto, AUTO_UBATCHES, REUSE_AUTO_UBATCH_MAX
+        "ubatch auto      {} at this budget for one prompt, {} for serve and --chat ({} with --prompt-split grid) (largest of {:?} costing at most 1/8 of the expert cache; serve and --chat at most {}, or {} on the grid)",
+        p.auto_ubatch,
+        reuse_auto(PromptCuts::Turns),
+        reuse_auto(PromptCuts::Grid),
+        AUTO_UBATCHES,
+        reuse_auto_ubatch_max(PromptCuts::Turns),
+        reuse_auto_ubatch_max(PromptCuts::Grid)
     );
     if p.fits {
         println!(

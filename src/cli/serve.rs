@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use epm_core::plan::REUSE_AUTO_UBATCH_MAX;
 use epm_engine::chat::ChatTemplate;
 use epm_server::ServerOptions;
 
 use super::exit::UsageError;
-use super::model_run::ModelRunArgs;
+use super::model_run::{ModelRunArgs, PromptReuse};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -67,9 +66,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
             Ok::<_, UsageError>(src)
         })
         .transpose()?;
-    // Requests share prefixes (a system prompt, a conversation), and reuse keeps whole
-    // ubatches: `auto` stays at a size whose re-evaluated tail is short.
-    let run = a.run.set_up(a.parallel, REUSE_AUTO_UBATCH_MAX, &[])?;
+    // Requests share prefixes (a system prompt, a conversation).
+    let run = a.run.set_up(a.parallel, PromptReuse::Shared, &[])?;
     let opts = ServerOptions {
         addr: SocketAddr::new(a.host, a.port),
         model_name: epm_server::model_name(&a.run.model),

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::model::ModelIndex;
 
 use crate::pager::expert_span_bound;
+use crate::prefix::PromptCuts;
 use crate::units::{mib_ceil, MIB};
 
 /// Run settings that change the memory a run needs.
@@ -72,7 +73,7 @@ pub struct Plan {
     pub fits: bool,
     /// What `--ubatch-size auto` picks at this budget and ctx for one prompt (see
     /// [`choose_ubatch`]); where prompts share prefixes it picks at most
-    /// [`REUSE_AUTO_UBATCH_MAX`].
+    /// [`reuse_auto_ubatch_max`].
     pub auto_ubatch: u32,
 }
 
@@ -253,13 +254,28 @@ pub fn make_plan(index: &ModelIndex, shape: RunShape, budget_bytes: u64, page: u
 /// The ubatch sizes `--ubatch-size auto` considers, largest first.
 pub const AUTO_UBATCHES: [u32; 5] = [2048, 1024, 512, 256, 128];
 
-/// The largest ubatch `auto` picks where prompts share prefixes (the server, `--chat`).
-/// Prefix reuse keeps whole ubatches (outputs stay identical to a run without reuse), so a
-/// later prompt re-evaluates up to a ubatch less one token of what it shares: the ubatch
-/// that shortens the first prompt lengthens every later one. Measured on W1's 20-request
-/// agent session at 4 GiB: at 512 each later request waited about 44 s against 27 s at
-/// 256, which more than undid the first request's gain (STATUS, #22).
-pub const REUSE_AUTO_UBATCH_MAX: u32 = 256;
+/// The largest ubatch `auto` picks where prompts share prefixes (the server, `--chat`),
+/// by how their prompts are split. Reuse keeps whole ubatches of the split (outputs stay
+/// identical to a run without reuse):
+///
+/// - on the grid, a later prompt re-evaluates up to a ubatch less one token of what it
+///   shares, so the ubatch that shortens the first prompt lengthens every later one.
+///   Measured on W1's 20-request agent session at 4 GiB: at 512 each later request waited
+///   about 44 s against 27 s at 256, which more than undid the first request's gain.
+/// - cut at turns, a later chat prompt re-evaluates its new messages (and a piece shorter
+///   than [`TURN_PIECE_MIN_TOKENS`](crate::prefix::TURN_PIECE_MIN_TOKENS)) whatever the
+///   ubatch, which then trades the first prompt's sweeps of the experts against the compute
+///   buffer (the eighth of [`choose_ubatch`]) and against prompts without end-of-turn
+///   tokens (raw completions), whose reuse stays on the grid. Measured on the same session:
+///   the first request took 142 s at 1024 against 180 s at 256, later requests 7 s at both.
+///
+/// (STATUS, #22.)
+pub fn reuse_auto_ubatch_max(cuts: PromptCuts) -> u32 {
+    match cuts {
+        PromptCuts::Grid => 256,
+        PromptCuts::Turns => 1024,
+    }
+}
 
 /// The largest ubatch, of [`AUTO_UBATCHES`] up to `max` and the context, whose extra compute
 /// buffer costs at most an eighth of the expert cache the smallest one leaves. A prefill
@@ -427,10 +443,10 @@ mod tests {
         let page = 4096;
         let shape = RunShape::new(4096, 128);
         assert_eq!(choose_ubatch(&index, shape, 64 << 30, page, u32::MAX), 2048);
-        assert_eq!(
-            choose_ubatch(&index, shape, 64 << 30, page, REUSE_AUTO_UBATCH_MAX),
-            256
-        );
+        let grid = reuse_auto_ubatch_max(PromptCuts::Grid);
+        assert_eq!(choose_ubatch(&index, shape, 64 << 30, page, grid), 256);
+        let turns = reuse_auto_ubatch_max(PromptCuts::Turns);
+        assert_eq!(choose_ubatch(&index, shape, 64 << 30, page, turns), 1024);
         // Never above the context, which llama.cpp would clamp it to.
         let small_ctx = RunShape::new(1024, 128);
         assert_eq!(

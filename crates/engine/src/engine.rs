@@ -16,6 +16,7 @@ use llama_cpp_2::token::LlamaToken;
 use epm_core::budget::{BudgetInputs, Budgets};
 use epm_core::model::ModelIndex;
 use epm_core::plan::{self, Measured, RunShape};
+use epm_core::prefix::{PromptCuts, PromptSplit};
 use epm_core::stats::RunStats;
 use epm_sys::proc::{self, Pid};
 
@@ -55,6 +56,9 @@ pub struct SessionOptions {
     pub n_threads_batch: i32,
     /// Sequences the context holds at once (parallel slots).
     pub n_seq: u32,
+    /// Where prompts are cut into ubatches besides every `n_ubatch` tokens
+    /// ([`epm_core::prefix`]): at end-of-turn tokens where prompts share conversations.
+    pub prompt_cuts: PromptCuts,
 }
 
 impl SessionOptions {
@@ -92,6 +96,8 @@ pub struct Engine {
     session_active: AtomicBool,
     /// Every token's bytes, for constrained sampling; made on first use.
     token_pieces: OnceLock<Arc<Vec<Vec<u8>>>>,
+    /// The vocabulary's end-of-generation tokens, ascending: where a turn of a chat ends.
+    end_of_turn: Vec<i32>,
 }
 
 impl Engine {
@@ -125,7 +131,14 @@ impl Engine {
                 reason: e.to_string(),
             }
         })?;
+        let end_of_turn = {
+            let vocab = model.vocab();
+            (0..model.n_vocab().max(0))
+                .filter(|&t| vocab.is_eog(LlamaToken(t)))
+                .collect()
+        };
         Ok(Engine {
+            end_of_turn,
             model,
             index,
             opts,
@@ -345,6 +358,11 @@ impl Engine {
             }
         }
         String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// How a session with `opts` splits prompts into ubatches.
+    pub fn prompt_split(&self, opts: &SessionOptions) -> PromptSplit {
+        PromptSplit::new(opts.n_ubatch as usize, opts.prompt_cuts, &self.end_of_turn)
     }
 
     /// Whether `token` ends a generation (EOS, EOT, `<|im_end|>` ...).

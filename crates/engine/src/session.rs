@@ -12,7 +12,7 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 
 use epm_core::pager::Phase;
-use epm_core::prefix::{self, SeqCache};
+use epm_core::prefix::{self, PromptSplit, SeqCache};
 use epm_core::stats::RunStats;
 
 use std::sync::Arc;
@@ -173,6 +173,8 @@ pub struct Session<'e> {
     hooked: HookedContext<'e>,
     batch: LlamaBatch<'static>,
     opts: SessionOptions,
+    /// How prompts are cut into ubatches (from `opts` and the vocabulary).
+    split: PromptSplit,
     finished: bool,
 }
 
@@ -184,6 +186,7 @@ impl<'e> Session<'e> {
         opts: SessionOptions,
     ) -> Session<'e> {
         Session {
+            split: engine.prompt_split(&opts),
             engine,
             hooked,
             batch,
@@ -244,64 +247,67 @@ impl<'e> Session<'e> {
         self.hooked.abort_when(flag);
     }
 
-    /// Evaluate `tokens` of sequence `seq` at positions `start..`, asking for the logits of
-    /// the last token only; `progress` hears how many are done after each piece, and
-    /// stops the prefill there with [`EngineError::Cancelled`] by breaking. Returns that
-    /// token's logits index.
-    pub fn prefill(
+    /// Evaluate `prompt[start..]` of sequence `seq` (whose cache holds `prompt[..start]`,
+    /// `start` one of the split's boundaries or 0), asking for the logits of the last token
+    /// only; `progress` hears how many are done after each ubatch, and stops the prefill
+    /// there with [`EngineError::Cancelled`] by breaking. Returns that token's logits index.
+    fn prefill(
         &mut self,
         seq: i32,
-        tokens: &[i32],
-        start: u32,
+        prompt: &[i32],
+        start: usize,
         progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     ) -> Result<i32, EngineError> {
         // Progress for readers on other threads (the server's pager view).
         let stats = self.engine.stats().clone();
-        stats.prefill_total.set(tokens.len() as u64);
+        stats.prefill_total.set((prompt.len() - start) as u64);
         stats.prefill_done.set(0);
-        let result = self.prefill_batches(seq, tokens, start, &stats, progress);
+        let result = self.prefill_batches(seq, prompt, start, &stats, progress);
         stats.prefill_total.set(0);
         stats.prefill_done.set(0);
         result
     }
 
-    /// The tokens handed to llama.cpp per call: one ubatch, so progress is seen per ubatch,
-    /// where that splits the prompt into the same ubatches as `n_batch` pieces would
-    /// (`n_batch` a multiple of `n_ubatch`); `n_batch` otherwise.
-    fn prefill_piece(&self) -> usize {
+    /// The pieces of `prompt[start..]` handed to llama.cpp, one call each: the split's
+    /// ubatches, so progress is seen per ubatch, where `n_batch` is a multiple of
+    /// `n_ubatch`; `n_batch` tokens at a time otherwise (llama.cpp then splits each as
+    /// upstream does, and nothing is reused).
+    fn prefill_pieces(&self, prompt: &[i32], start: usize) -> Vec<std::ops::Range<usize>> {
         let (n_batch, n_ubatch) = (self.opts.n_batch.max(1), self.opts.n_ubatch.max(1));
         if n_batch % n_ubatch == 0 {
-            n_ubatch as usize
-        } else {
-            n_batch as usize
+            return self.split.ubatches_from(prompt, start);
         }
+        (start..prompt.len())
+            .step_by(n_batch as usize)
+            .map(|a| a..(a + n_batch as usize).min(prompt.len()))
+            .collect()
     }
 
     fn prefill_batches(
         &mut self,
         seq: i32,
-        tokens: &[i32],
-        start: u32,
+        prompt: &[i32],
+        start: usize,
         stats: &RunStats,
         progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     ) -> Result<i32, EngineError> {
-        let piece = self.prefill_piece();
         let mut last = 0;
         let mut done = 0;
-        for (chunk_no, chunk) in tokens.chunks(piece).enumerate() {
+        let to_evaluate = prompt.len() - start;
+        for piece in self.prefill_pieces(prompt, start) {
             self.batch.clear();
-            let first = start as usize + chunk_no * piece;
+            let chunk = &prompt[piece.clone()];
             for (i, &t) in chunk.iter().enumerate() {
-                let is_last = first + i + 1 == start as usize + tokens.len();
+                let pos = piece.start + i;
                 self.batch
-                    .add(LlamaToken(t), (first + i) as i32, &[seq], is_last)
+                    .add(LlamaToken(t), pos as i32, &[seq], pos + 1 == prompt.len())
                     .map_err(EngineError::llama)?;
             }
             self.hooked.hook().take_token_rows(chunk.iter().copied());
             self.decode_batch(Phase::Prompt)?;
             stats.prefill_done.add(chunk.len() as u64);
             done += chunk.len();
-            if progress(done).is_break() && done < tokens.len() {
+            if progress(done).is_break() && done < to_evaluate {
                 return Err(EngineError::Cancelled);
             }
             last = self.batch.n_tokens() - 1;
@@ -363,9 +369,10 @@ impl<'e> Session<'e> {
 
     /// Make sequence `seq` hold `prompt` with its logits ready: keep the part of its cache
     /// that a cold run would compute the same ([`prefix::reusable_prefix`]: whole prefill
-    /// ubatches shared with `prompt`) and evaluate the rest, so the output is the same as
-    /// from a cold cache. Where the cache cannot be cut (recurrent models), it is kept only
-    /// when the kept part is all of it, else rebuilt from scratch. `cache` is updated;
+    /// ubatches of the session's split shared with `prompt`) and evaluate the rest in the
+    /// ubatches a cold run makes of it, so the output is the same as from a cold cache.
+    /// Where the cache cannot be cut (recurrent models), it is kept only when the kept part
+    /// is all of it, else rebuilt from scratch. `cache` is updated;
     /// `progress` hears how far the prefill has come, first before any evaluation. When it
     /// breaks (the client has gone), the prefill stops after that ubatch with
     /// [`EngineError::Cancelled`], and the cache keeps the whole ubatches evaluated, for a
@@ -380,8 +387,8 @@ impl<'e> Session<'e> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
-        let n_ubatch = self.opts.n_ubatch as usize;
-        let mut keep = prefix::reusable_prefix(cache, prompt, n_ubatch, self.opts.n_batch as usize);
+        let mut keep =
+            prefix::reusable_prefix(cache, prompt, &self.split, self.opts.n_batch as usize);
         if keep < cache.tokens.len() && !self.truncate(seq, keep as u32) {
             self.clear(seq);
             keep = 0;
@@ -395,7 +402,7 @@ impl<'e> Session<'e> {
         let logits = if progress(at).is_break() {
             Err(EngineError::Cancelled)
         } else {
-            self.prefill(seq, &prompt[keep..], keep as u32, &mut |done| {
+            self.prefill(seq, prompt, keep, &mut |done| {
                 at.evaluated = done;
                 progress(at)
             })
@@ -406,7 +413,7 @@ impl<'e> Session<'e> {
             Err(EngineError::Cancelled) => {
                 // Stopped on a piece boundary: the sequence holds exactly the prompt's
                 // first `keep + evaluated` tokens.
-                *cache = prefix::after_prefill(&prompt[..keep + at.evaluated], n_ubatch);
+                *cache = prefix::after_prefill(&prompt[..keep + at.evaluated], &self.split);
                 stats.prompt_tokens.add(at.evaluated as u64);
                 stats.reused_prompt_tokens.add(keep as u64);
                 return Err(EngineError::Cancelled);
@@ -417,7 +424,7 @@ impl<'e> Session<'e> {
                 return Err(e);
             }
         };
-        *cache = prefix::after_prefill(prompt, n_ubatch);
+        *cache = prefix::after_prefill(prompt, &self.split);
         stats.prompt_tokens.add((prompt.len() - keep) as u64);
         stats.reused_prompt_tokens.add(keep as u64);
         Ok(Prefilled {
