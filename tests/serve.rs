@@ -213,6 +213,7 @@ fn prefix_reuse_changes_nothing_and_is_reported() {
     );
     let stats = live_stats(&warm);
     assert_eq!(stats.tokens.prompt_reused, cached);
+    assert_eq!(stats.tokens.prompt_split, "grid");
     drop(warm);
     let cold = Server::start(&model, &args);
     let again = cold.chat(&req("Now run the tests."));
@@ -251,6 +252,7 @@ fn a_shared_system_message_is_kept_whole_and_changes_nothing() {
     assert_eq!(cached_tokens(&second), system_end, "of {prompt}");
     let stats = live_stats(&warm);
     assert_eq!(stats.tokens.prompt_reused, system_end);
+    assert_eq!(stats.tokens.prompt_split, "turns");
     let first_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
     assert_eq!(stats.tokens.prompt, first_prompt + prompt - system_end);
     drop(warm);

@@ -208,6 +208,8 @@ impl Engine {
         let mapping_rss: u64 = self.index.files.iter().map(|f| proc::mapping_rss(f)).sum();
         self.stats.mapping_rss_after_load.set(mapping_rss);
         self.stats.n_ubatch.set(u64::from(s.n_ubatch));
+        let turns = self.prompt_split(&s).cuts_at_turns();
+        self.stats.prompt_split_turns.set(u64::from(turns));
         let reported = hooked.memory();
         if let Some(m) = reported {
             self.stats.compute_buffer.set(m.compute_bytes);

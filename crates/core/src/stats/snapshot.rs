@@ -46,6 +46,9 @@ pub struct RunStats {
     pub generated_tokens: Counter,
     /// The context's ubatch (`n_ubatch`), once one exists.
     pub n_ubatch: Counter,
+    /// 1 when the context's prompts are cut at turns as well as every `n_ubatch` tokens
+    /// (`prefix::PromptSplit::cuts_at_turns`), 0 on the grid.
+    pub prompt_split_turns: Counter,
     pub prefill_us: Counter,
     pub decode_us: Counter,
     pub read_bytes_after_load: Counter,
@@ -130,6 +133,10 @@ pub struct TokensSection {
     /// Tokens per graph evaluation of the run's context (0 before it exists).
     #[serde(default)]
     pub ubatch: u64,
+    /// How prompts are split into ubatches: `grid` (every `ubatch` tokens from 0) or
+    /// `turns` (also after end-of-turn tokens); outputs compare only at the same split.
+    #[serde(default)]
+    pub prompt_split: String,
     /// Batches llama.cpp stopped part-way because the server was shutting down (their
     /// tokens are not counted above).
     #[serde(default)]
@@ -425,6 +432,12 @@ impl RunStats {
                     .map(|v| v.clone())
                     .unwrap_or_default(),
                 ubatch: self.n_ubatch.get(),
+                prompt_split: if self.prompt_split_turns.get() > 0 {
+                    "turns"
+                } else {
+                    "grid"
+                }
+                .to_string(),
                 aborted_batches: self.aborted_batches.get(),
             },
             tok_per_s: TokPerSec {
