@@ -208,8 +208,10 @@ impl Engine {
         let mapping_rss: u64 = self.index.files.iter().map(|f| proc::mapping_rss(f)).sum();
         self.stats.mapping_rss_after_load.set(mapping_rss);
         self.stats.n_ubatch.set(u64::from(s.n_ubatch));
-        let turns = self.prompt_split(&s).cuts_at_turns();
-        self.stats.prompt_split_turns.set(u64::from(turns));
+        let split = PromptSplit::new(s.n_ubatch as usize, s.prompt_cuts, &self.end_of_turn);
+        self.stats
+            .prompt_split_turns
+            .set(u64::from(split.cuts_at_turns()));
         let reported = hooked.memory();
         if let Some(m) = reported {
             self.stats.compute_buffer.set(m.compute_bytes);
@@ -264,7 +266,7 @@ impl Engine {
             .read_bytes_after_load
             .set(proc::read_bytes(Pid::This).unwrap_or(0));
         let batch = LlamaBatch::new(s.n_batch.max(s.n_seq) as usize, s.sequences() as i32);
-        Ok(Session::new(self, hooked, batch, s))
+        Ok(Session::new(self, hooked, batch, s, split))
     }
 
     /// The paged session has ended.
@@ -360,11 +362,6 @@ impl Engine {
             }
         }
         String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    /// How a session with `opts` splits prompts into ubatches.
-    pub fn prompt_split(&self, opts: &SessionOptions) -> PromptSplit {
-        PromptSplit::new(opts.n_ubatch as usize, opts.prompt_cuts, &self.end_of_turn)
     }
 
     /// Whether `token` ends a generation (EOS, EOT, `<|im_end|>` ...).

@@ -184,9 +184,10 @@ impl<'e> Session<'e> {
         hooked: HookedContext<'e>,
         batch: LlamaBatch<'static>,
         opts: SessionOptions,
+        split: PromptSplit,
     ) -> Session<'e> {
         Session {
-            split: engine.prompt_split(&opts),
+            split,
             engine,
             hooked,
             batch,
