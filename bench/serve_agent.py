@@ -9,11 +9,13 @@ and cached tokens, and decode speed; the later requests should skip the shared p
         [--out validate/serve-agent-qwen3-30b-a3b-4g.json]
     python3 bench/serve_agent.py -m qwen3-30b-a3b.gguf --unpaged-warm --requests 2 ...
         # the same requests served unpaged from a warm page cache: the compute bound
+    python3 bench/serve_agent.py ... --side-request
+        # a chat UI's side request (a title for the conversation) after every turn
 """
 import argparse, http.client, json, os, re, signal, statistics, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import disk_read_mb_s, drop_cache, machine, start_server  # noqa: E402
+from epmlib import disk_read_mb_s, drop_cache, machine, request_json, start_server  # noqa: E402
 
 WORDS = ("the repository holds a Rust workspace with crates for parsing, planning, paging and serving; "
          "tests run with cargo; tools live under tools and benchmarks under bench; "
@@ -67,6 +69,9 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--side-request", action="store_true",
+                    help="after every turn, a short request with another system prompt (a chat UI's "
+                         "title request): with one slot it takes the conversation's cache")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="an extra flag for `serve` (repeat), e.g. --server-arg=-ub --server-arg=128")
     a = ap.parse_args()
@@ -147,6 +152,16 @@ def main():
                      "read_bytes": after["io"]["read_bytes"] - before["io"]["read_bytes"],
                      "hook_s": (after["hook"]["busy_us"] - before["hook"]["busy_us"]) / 1e6,
                      "prompt_misses": after["experts"]["prompt"]["misses"] - before["experts"]["prompt"]["misses"]})
+        if a.side_request:
+            t_side = time.time()
+            status, side = request_json(port, "POST", "/v1/chat/completions", {
+                "messages": [{"role": "system", "content": "Write a five-word title for this conversation."},
+                             {"role": "user", "content": TURNS[i % len(TURNS)]}],
+                "max_tokens": 8, "temperature": 0}, timeout=3600)
+            if status != 200:
+                proc.send_signal(signal.SIGTERM)
+                raise SystemExit(f"side request {i}: HTTP {status}: {side}")
+            rows[-1]["side_request_s"] = time.time() - t_side
         print(rows[-1], flush=True)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/stats")
@@ -167,6 +182,7 @@ def main():
         "decode_tok_s_median": statistics.median(r["decode_tok_s"] for r in rows if r["decode_tok_s"]),
         "peak_rss_bytes": stats["memory"]["peak_rss_bytes"], "budget_bytes": stats["budget_bytes"],
         "prompt_reused_tokens": stats["tokens"]["prompt_reused"], "server_exit_code": code,
+        "prompt_store": stats.get("prompt_store"),
         "requests": rows,
     }
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)

@@ -6,10 +6,10 @@ mod common;
 use common::server::Server;
 use common::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The content of a streamed chat (or the text of a streamed completion).
 fn streamed_text(events: &[Value]) -> String {
@@ -277,6 +277,65 @@ fn a_shared_system_message_is_kept_whole_and_changes_nothing() {
     let fresh = Server::start(&model, &args);
     let third_cold = fresh.chat(&body);
     assert_same_reply(&third, &third_cold);
+}
+
+/// A chat UI's side request between two turns (a title for the conversation) takes the
+/// only slot: the conversation's KV is put aside on disk and loaded back for the next turn,
+/// which keeps the whole system message and gets a cold server's reply. The files are gone
+/// at exit.
+#[test]
+fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    // On a disk, as the store requires (a temp folder may be in memory).
+    let store = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let system = agent_system_prompt();
+    let shape = ["-c", "2048", "-ub", "128"];
+    let budget = min_budget_mb(&model, &shape).to_string();
+    let mut args = shape.to_vec();
+    args.extend(["--ram-budget-mb", &budget]);
+    args.extend(["--prompt-cache-dir", store.path().to_str().unwrap()]);
+    let mut s = Server::start(&model, &args);
+    let head = format!("<|im_start|>system\n{system}<|im_end|>");
+    let tokens = s
+        .post("/tokenize", &json!({"content": head, "add_special": false}))
+        .unwrap();
+    let system_end = tokens["tokens"].as_array().unwrap().len() as u64;
+    s.chat(&agent_request(&system, "List the files in src."));
+    let title = s.chat(&json!({
+        "messages": messages("Write a five-word title for the conversation.", "List the files in src."),
+        "max_tokens": 8, "temperature": 0}));
+    assert_eq!(cached_tokens(&title), 0);
+    let files = || {
+        std::fs::read_dir(store.path())
+            .unwrap()
+            .flat_map(|run| std::fs::read_dir(run.unwrap().path()).unwrap())
+            .count()
+    };
+    assert_eq!(
+        files(),
+        1,
+        "the conversation's prefix, in the run's own folder"
+    );
+    let second = s.chat(&agent_request(&system, "Now run the tests."));
+    assert_eq!(cached_tokens(&second), system_end);
+    let st = live_stats(&s).prompt_store;
+    assert_eq!((st.saved, st.loaded, st.failures), (1, 1, 0), "{st:?}");
+    assert!(
+        st.written_bytes > 0 && st.read_bytes == st.written_bytes,
+        "{st:?}"
+    );
+    assert!(s.stop().success());
+    assert_eq!(
+        std::fs::read_dir(store.path()).unwrap().count(),
+        0,
+        "the run's folder went"
+    );
+    let cold = Server::start(&model, &args);
+    let again = cold.chat(&agent_request(&system, "Now run the tests."));
+    assert_eq!(cached_tokens(&again), 0);
+    assert_same_reply(&second, &again);
 }
 
 /// Concurrent requests each get their own output. Their decode steps share one batch, and
@@ -620,8 +679,66 @@ fn sigterm_during_a_prefill_stops_the_ubatch_in_flight() {
     assert_eq!(st.tokens.prompt, 0, "no prompt finished");
 }
 
-/// A client that goes away during its prompt stops the prefill after the ubatch in
-/// flight, and the ubatches evaluated are kept: the same prompt sent again reuses them.
+/// Waits until llama.cpp has returned from the ubatch stopped for a client gone: no ubatch
+/// of the mini takes more than a few seconds here, so a minute means it ran to its end.
+fn wait_for_the_ubatch_stopped(s: &Server) {
+    let gone = Instant::now();
+    wait_for(
+        "the stopped ubatch (tokens.cancelled_batches 1)",
+        Duration::from_secs(60),
+        || live_stats(s).tokens.cancelled_batches == 1,
+    );
+    eprintln!("stopped {:?} after the client went", gone.elapsed());
+}
+
+/// The same for a request that is not streamed: its handler's future is dropped when the
+/// connection closes (a client that times out), and with it the job's channel.
+#[test]
+fn a_client_gone_during_a_prompt_not_streamed_stops_the_ubatch_in_flight() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let stats_path = dir.path().join("serve-stats.json");
+    let Some((_cap, mut s)) = throttled_mini_server(dir.path(), &stats_path) else {
+        return;
+    };
+    let body =
+        json!({"prompt": PAGER_WORDS.repeat(22), "max_tokens": 4, "temperature": 0}).to_string();
+    let addr = s.url("").trim_start_matches("http://").to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "POST /v1/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let prefilled = |s: &Server| -> u64 {
+        let slots: Value = ureq::get(&s.url("/slots"))
+            .call()
+            .unwrap()
+            .into_json()
+            .unwrap();
+        slots[0]["n_prompt_tokens_processed"].as_u64().unwrap_or(0)
+    };
+    wait_for("the first ubatch", Duration::from_secs(60), || {
+        prefilled(&s) >= 128
+    });
+    drop(conn);
+    wait_for_the_ubatch_stopped(&s);
+    assert!(s.stop().success());
+    let st = stats(&stats_path);
+    assert_eq!(
+        st.tokens.prompt % 128,
+        0,
+        "whole ubatches only: {:?}",
+        st.tokens
+    );
+    assert!(st.tokens.prompt < 684, "{:?}", st.tokens);
+    assert_eq!(st.tokens.aborted_batches, 0);
+}
+
+/// A client that goes away during its prompt stops the prefill within the ubatch in
+/// flight (llama.cpp's abort callback asks the job's channel), and the ubatches evaluated
+/// before it are kept: the same prompt sent again reuses them.
 #[test]
 fn a_client_gone_during_its_prompt_stops_the_prefill_and_leaves_its_ubatches() {
     let _serial = serial();
@@ -633,6 +750,7 @@ fn a_client_gone_during_its_prompt_stops_the_prefill_and_leaves_its_ubatches() {
     // About 930 tokens: seven whole ubatches and a part.
     let prompt = PAGER_WORDS.repeat(30);
     drop(stream_until_ubatches_done(&s, &prompt, 1));
+    wait_for_the_ubatch_stopped(&s);
     let again = s
         .post(
             "/v1/completions",
@@ -655,6 +773,10 @@ fn a_client_gone_during_its_prompt_stops_the_prefill_and_leaves_its_ubatches() {
     // The first request evaluated what the second reused, and no more.
     assert_eq!(st.tokens.prompt, n, "{:?}", st.tokens);
     assert_eq!(st.tokens.prompt_reused, cached);
+    assert_eq!(
+        (st.tokens.cancelled_batches, st.tokens.aborted_batches),
+        (1, 0)
+    );
 }
 
 #[test]

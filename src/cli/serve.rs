@@ -43,6 +43,69 @@ pub struct ServeArgs {
     /// loopback origins always allowed; repeat for several, `*` for any.
     #[arg(long)]
     cors_origin: Vec<String>,
+    /// Disk space for prompt prefixes put aside: when another prompt takes a slot (a chat
+    /// UI's title request between two turns), the slot's KV is saved to a file and loaded
+    /// back for the next turn instead of evaluating the conversation again. 0 turns it off.
+    #[arg(long, default_value_t = 4096)]
+    prompt_cache_mb: u64,
+    /// Where those files go (a folder of this run's own is made inside and removed at exit;
+    /// default: the user's cache folder). Not a file system held in memory: its files
+    /// would take RAM outside the budget.
+    #[arg(long)]
+    prompt_cache_dir: Option<PathBuf>,
+}
+
+/// The folder and capacity of the prompt store, or `None` when it is off; the folder is
+/// this run's own and goes when the returned guard drops.
+fn prompt_store(a: &ServeArgs) -> Result<Option<(tempfile::TempDir, u64)>> {
+    if a.prompt_cache_mb == 0 {
+        return Ok(None);
+    }
+    let given = a.prompt_cache_dir.is_some();
+    let parent = a.prompt_cache_dir.clone().unwrap_or_else(|| {
+        dirs::cache_dir()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("epm")
+            .join("prompts")
+    });
+    let made = std::fs::create_dir_all(&parent).and_then(|()| {
+        tempfile::Builder::new()
+            .prefix("serve-")
+            .tempdir_in(&parent)
+    });
+    let dir = match made {
+        Ok(d) => d,
+        Err(e) if given => bail!(UsageError(format!(
+            "--prompt-cache-dir {}: {e}",
+            parent.display()
+        ))),
+        Err(e) => {
+            eprintln!(
+                "warning: prompt prefixes will not be put aside: {}: {e} (give --prompt-cache-dir)",
+                parent.display()
+            );
+            return Ok(None);
+        }
+    };
+    if epm_sys::fs::in_memory(dir.path()).unwrap_or(false) {
+        let why = format!(
+            "{} is on a file system held in memory, whose files would take RAM outside the budget",
+            parent.display()
+        );
+        if given {
+            bail!(UsageError(format!(
+                "--prompt-cache-dir: {why}; give a folder on a disk, or --prompt-cache-mb 0"
+            )));
+        }
+        eprintln!(
+            "warning: prompt prefixes will not be put aside: {why} (give --prompt-cache-dir)"
+        );
+        return Ok(None);
+    }
+    // At most half the free space: the store must not fill the disk.
+    let free = epm_sys::fs::free_bytes(dir.path()).unwrap_or(u64::MAX);
+    let capacity = (a.prompt_cache_mb << 20).min(free / 2);
+    Ok(Some((dir, capacity)))
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -66,6 +129,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             Ok::<_, UsageError>(src)
         })
         .transpose()?;
+    let store = prompt_store(&a)?;
     // Requests share prefixes (a system prompt, a conversation).
     let run = a.run.set_up(a.parallel, PromptReuse::Shared, &[])?;
     let opts = ServerOptions {
@@ -81,6 +145,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         cors_origins: a.cors_origin.clone(),
         disk_mb_per_s: run.disk_mb_per_s,
         stats: run.stats.clone(),
+        prompt_store: store.as_ref().map(|(d, c)| (d.path().to_path_buf(), *c)),
     };
     let disk = run.disk_mb_per_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -24,6 +24,7 @@ pub mod pager;
 pub mod plan;
 pub mod predict;
 pub mod prefix;
+pub mod prompt_store;
 pub mod sim;
 pub mod stats;
 pub mod threads;

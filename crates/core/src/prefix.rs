@@ -144,6 +144,11 @@ pub struct SeqCache {
     pub exact: usize,
 }
 
+/// How many leading tokens `a` and `b` have in common.
+pub fn shared_prefix_len(a: &[i32], b: &[i32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// How many leading tokens of `prompt` may keep their KV from `cache`, with the session's
 /// split and batch size: the last boundary of the prompt's split within the part both share
 /// exactly. 0 when batches do not split on ubatch boundaries.
@@ -156,12 +161,7 @@ pub fn reusable_prefix(
     if n_batch % split.n_ubatch() != 0 || prompt.is_empty() {
         return 0;
     }
-    let common = cache
-        .tokens
-        .iter()
-        .zip(prompt)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let common = shared_prefix_len(&cache.tokens, prompt);
     let limit = common.min(cache.exact).min(prompt.len() - 1);
     split
         .boundaries(&prompt[..limit])

@@ -364,6 +364,12 @@ impl Engine {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
+    /// Whether the model keeps a recurrent state per sequence (recurrent or hybrid models):
+    /// a state a batch has part-written cannot be cut back like a KV cache.
+    pub fn has_recurrent_state(&self) -> bool {
+        self.model.is_recurrent() || self.model.is_hybrid()
+    }
+
     /// Whether `token` ends a generation (EOS, EOT, `<|im_end|>` ...).
     pub fn is_eog(&self, token: i32) -> bool {
         self.model.vocab().is_eog(LlamaToken(token))

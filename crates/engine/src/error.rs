@@ -45,6 +45,9 @@ pub enum EngineError {
     ShuttingDown,
     #[error("the client went away; its prompt's evaluation was stopped")]
     Cancelled,
+    /// A saved prompt prefix could not be written or read back (the job runs without it).
+    #[error("prompt store {path}: {reason}")]
+    PromptStore { path: PathBuf, reason: String },
 }
 
 impl EngineError {

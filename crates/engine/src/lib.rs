@@ -25,4 +25,5 @@ pub use engine::{Engine, EngineOptions, ModelFacts, PagerMode, SessionOptions};
 pub use epm_core::prefix::SeqCache;
 pub use error::EngineError;
 pub use hook::attach::{PagingOptions, Prediction};
+pub use hook::GoneProbe;
 pub use session::{PrefillProgress, Prefilled, Sampler, SamplingParams, Session, Step};

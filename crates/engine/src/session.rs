@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::engine::{Engine, SessionOptions};
 use crate::error::EngineError;
 use crate::generation::text::Utf8State;
-use crate::hook::{attach, HookedContext};
+use crate::hook::{attach, GoneProbe, HookedContext, Stopped};
 
 /// How to pick the next token.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -226,15 +226,26 @@ impl<'e> Session<'e> {
         Ok(())
     }
 
-    fn decode_batch(&mut self, phase: Phase) -> Result<(), EngineError> {
+    /// Evaluate the batch; with `gone`, it stops part-way once that says the client of its
+    /// only sequence has gone ([`EngineError::Cancelled`]).
+    fn decode_batch(
+        &mut self,
+        phase: Phase,
+        gone: Option<GoneProbe<'_>>,
+    ) -> Result<(), EngineError> {
         self.hooked.hook().set_phase(phase);
-        let batch = &mut self.batch;
-        if let Err(e) = self.hooked.ctx_mut().decode(batch) {
-            if self.hooked.abort_requested() {
-                self.engine.stats().aborted_batches.inc();
-                return Err(EngineError::ShuttingDown);
-            }
-            return Err(EngineError::llama(e));
+        if let Err((e, stopped)) = self.hooked.decode(&mut self.batch, gone) {
+            return Err(match stopped {
+                Some(Stopped::ShuttingDown) => {
+                    self.engine.stats().aborted_batches.inc();
+                    EngineError::ShuttingDown
+                }
+                Some(Stopped::ClientGone) => {
+                    self.engine.stats().cancelled_batches.inc();
+                    EngineError::Cancelled
+                }
+                None => EngineError::llama(e),
+            });
         }
         self.check_hook()
     }
@@ -251,19 +262,21 @@ impl<'e> Session<'e> {
     /// Evaluate `prompt[start..]` of sequence `seq` (whose cache holds `prompt[..start]`,
     /// `start` one of the split's boundaries or 0), asking for the logits of the last token
     /// only; `progress` hears how many are done after each ubatch, and stops the prefill
-    /// there with [`EngineError::Cancelled`] by breaking. Returns that token's logits index.
+    /// there with [`EngineError::Cancelled`] by breaking; `gone` stops it within a ubatch.
+    /// Returns that token's logits index.
     fn prefill(
         &mut self,
         seq: i32,
         prompt: &[i32],
         start: usize,
         progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+        gone: Option<GoneProbe<'_>>,
     ) -> Result<i32, EngineError> {
         // Progress for readers on other threads (the server's pager view).
         let stats = self.engine.stats().clone();
         stats.prefill_total.set((prompt.len() - start) as u64);
         stats.prefill_done.set(0);
-        let result = self.prefill_batches(seq, prompt, start, &stats, progress);
+        let result = self.prefill_batches(seq, prompt, start, &stats, progress, gone);
         stats.prefill_total.set(0);
         stats.prefill_done.set(0);
         result
@@ -291,6 +304,7 @@ impl<'e> Session<'e> {
         start: usize,
         stats: &RunStats,
         progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+        gone: Option<GoneProbe<'_>>,
     ) -> Result<i32, EngineError> {
         let mut last = 0;
         let mut done = 0;
@@ -305,7 +319,12 @@ impl<'e> Session<'e> {
                     .map_err(EngineError::llama)?;
             }
             self.hooked.hook().take_token_rows(chunk.iter().copied());
-            self.decode_batch(Phase::Prompt)?;
+            if let Err(e) = self.decode_batch(Phase::Prompt, gone) {
+                if matches!(e, EngineError::Cancelled) {
+                    self.keep_pieces_before(seq, piece.start);
+                }
+                return Err(e);
+            }
             stats.prefill_done.add(chunk.len() as u64);
             done += chunk.len();
             if progress(done).is_break() && done < to_evaluate {
@@ -314,6 +333,21 @@ impl<'e> Session<'e> {
             last = self.batch.n_tokens() - 1;
         }
         Ok(last)
+    }
+
+    /// After a prefill stopped part-way through the piece starting at `start`, make sequence
+    /// `seq` hold exactly `prompt[..start]`, or nothing. llama.cpp has dropped the stopped
+    /// ubatch's positions, but a piece of several ubatches keeps the ones before it, and a
+    /// stopped graph may have written part of a recurrent state, which cannot be told apart.
+    fn keep_pieces_before(&mut self, seq: i32, start: usize) {
+        if self.engine.has_recurrent_state() || !self.truncate(seq, start as u32) {
+            self.clear(seq);
+        }
+    }
+
+    /// Prompt tokens sequence `seq` holds: positions `0..` this.
+    fn held_tokens(&self, seq: i32) -> usize {
+        (self.hooked.ctx().kv_cache_seq_pos_max(seq) + 1).max(0) as usize
     }
 
     /// One decode step of every sequence in `steps`, in one batch; the logits of step `i`
@@ -337,7 +371,7 @@ impl<'e> Session<'e> {
         self.hooked
             .hook()
             .take_token_rows(steps.iter().map(|s| s.token));
-        self.decode_batch(Phase::Decode)
+        self.decode_batch(Phase::Decode, None)
     }
 
     pub fn logits(&self, index: i32) -> &[f32] {
@@ -377,13 +411,15 @@ impl<'e> Session<'e> {
     /// `progress` hears how far the prefill has come, first before any evaluation. When it
     /// breaks (the client has gone), the prefill stops after that ubatch with
     /// [`EngineError::Cancelled`], and the cache keeps the whole ubatches evaluated, for a
-    /// client that asks again.
+    /// client that asks again. With `gone`, the prefill also stops within a ubatch, between
+    /// two graph nodes, once `gone` says the client has gone; that ubatch is then lost.
     pub fn prefill_reusing(
         &mut self,
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
         progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
+        gone: Option<GoneProbe<'_>>,
     ) -> Result<Prefilled, EngineError> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
@@ -403,18 +439,30 @@ impl<'e> Session<'e> {
         let logits = if progress(at).is_break() {
             Err(EngineError::Cancelled)
         } else {
-            self.prefill(seq, prompt, keep, &mut |done| {
-                at.evaluated = done;
-                progress(at)
-            })
+            self.prefill(
+                seq,
+                prompt,
+                keep,
+                &mut |done| {
+                    at.evaluated = done;
+                    progress(at)
+                },
+                gone,
+            )
         };
         let stats = self.engine.stats();
         let logits = match logits {
             Ok(l) => l,
             Err(EngineError::Cancelled) => {
-                // Stopped on a piece boundary: the sequence holds exactly the prompt's
-                // first `keep + evaluated` tokens.
-                *cache = prefix::after_prefill(&prompt[..keep + at.evaluated], &self.split);
+                // Stopped on a piece boundary, or within a piece and cut back to it: the
+                // sequence holds exactly the prompt's first `keep + evaluated` tokens, or
+                // (recurrent state) nothing.
+                let mut held = keep + at.evaluated;
+                if self.held_tokens(seq) != held {
+                    self.clear(seq);
+                    held = 0;
+                }
+                *cache = prefix::after_prefill(&prompt[..held], &self.split);
                 stats.prompt_tokens.add(at.evaluated as u64);
                 stats.reused_prompt_tokens.add(keep as u64);
                 return Err(EngineError::Cancelled);
@@ -433,6 +481,86 @@ impl<'e> Session<'e> {
             evaluated: prompt.len() - keep,
             logits,
         })
+    }
+
+    /// How many leading tokens of `prompt` may keep their KV from a cache holding `cache`
+    /// ([`prefix::reusable_prefix`] with the session's split).
+    pub fn reusable_prefix(&self, cache: &SeqCache, prompt: &[i32]) -> usize {
+        prefix::reusable_prefix(cache, prompt, &self.split, self.opts.n_batch as usize)
+    }
+
+    /// Whether a sequence's KV can be saved and loaded back part by part: not where the
+    /// model keeps a recurrent state, which holds no history to cut.
+    pub fn can_store_prefixes(&self) -> bool {
+        !self.engine.has_recurrent_state()
+    }
+
+    /// Save the KV of sequence `seq`'s first `tokens.len()` positions, which hold `tokens`,
+    /// to `path` (positions past them are dropped first). The file passes through the page
+    /// cache, so the expert cache gives up its size meanwhile, and it is dropped from the
+    /// cache after. Returns its size.
+    pub fn save_prefix(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        path: &std::path::Path,
+    ) -> Result<u64, EngineError> {
+        let failed = |reason: String| EngineError::PromptStore {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if !self.can_store_prefixes() || !self.truncate(seq, tokens.len() as u32) {
+            return Err(failed(
+                "this model's sequences cannot be saved part by part".into(),
+            ));
+        }
+        let size = self.hooked.ctx().state_seq_get_size_ext(
+            seq,
+            llama_cpp_2::context::session::LlamaStateSeqFlags::empty(),
+        ) as u64;
+        let hook = self.hooked.hook();
+        hook.set_io_room(size);
+        let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
+        let saved = self.hooked.ctx().state_seq_save_file(path, seq, &ids);
+        let dropped = epm_sys::fs::drop_from_cache(path);
+        hook.set_io_room(0);
+        let written = saved.map_err(|e| failed(format!("llama.cpp could not save it: {e}")))?;
+        dropped.map_err(|e| failed(e.to_string()))?;
+        Ok(written as u64)
+    }
+
+    /// Load into sequence `seq` (whose cache is dropped first) the prefix that
+    /// [`save_prefix`](Self::save_prefix) saved to `path` with `tokens`, `bytes` long. On an
+    /// error the sequence holds nothing.
+    pub fn load_prefix(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        path: &std::path::Path,
+        bytes: u64,
+    ) -> Result<(), EngineError> {
+        self.clear(seq);
+        let hook = self.hooked.hook();
+        hook.set_io_room(bytes);
+        let loaded = self
+            .hooked
+            .ctx_mut()
+            .state_seq_load_file(path, seq, tokens.len());
+        let _ = epm_sys::fs::drop_from_cache(path);
+        self.hooked.hook().set_io_room(0);
+        let same = matches!(&loaded, Ok((ids, _)) if ids.len() == tokens.len()
+            && ids.iter().zip(tokens).all(|(a, &b)| a.0 == b));
+        if !same || self.held_tokens(seq) != tokens.len() {
+            self.clear(seq);
+            return Err(EngineError::PromptStore {
+                path: path.to_path_buf(),
+                reason: match loaded {
+                    Err(e) => format!("llama.cpp could not load it: {e}"),
+                    Ok(_) => "it held other tokens than were saved".into(),
+                },
+            });
+        }
+        Ok(())
     }
 
     /// The run is over: complete outstanding drops and audit the page cache (the stats

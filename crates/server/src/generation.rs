@@ -10,7 +10,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use epm_chat::{OutputParser, ToolCall};
 use epm_engine::generation::{
-    Constraint, Event, EventSink, FinishReason, Generator, Job, TokenLogprob,
+    Constraint, Event, EventSink, FinishReason, Generator, Job, SinkGoneProbe, TokenLogprob,
 };
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::{Engine, EngineError, SamplingParams};
@@ -243,6 +243,12 @@ impl EventSink for ChannelSink {
     fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
+    fn gone_probe(&self) -> Option<SinkGoneProbe> {
+        // A clone of the sender, held only while the job's prompt is evaluated (its handler
+        // still holds the receiver when it matters); `is_closed` is one atomic load.
+        let tx = self.tx.clone();
+        Some(Arc::new(move || tx.is_closed()))
+    }
 }
 
 /// Hand a request to the engine thread; its events come back on the receiver.
@@ -382,6 +388,9 @@ pub(crate) fn engine_main(
     let _ = loaded.send(Ok(()));
     tracing::info!("model loaded; serving");
     let mut generator = Generator::new(&mut session, state.generation.clone());
+    if let Some((dir, capacity)) = opts.prompt_store {
+        generator = generator.with_prompt_store(dir, capacity);
+    }
     generator.serve(&jobs, &state.server.stopping);
     drop(generator);
     session.finish();

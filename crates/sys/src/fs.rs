@@ -93,6 +93,16 @@ pub fn free_bytes(dir: &Path) -> io::Result<u64> {
     Ok(st.blocks_available() as u64 * st.fragment_size() as u64)
 }
 
+/// Whether `dir` is on a file system held in memory (tmpfs, ramfs): files there take RAM
+/// that the budget does not count.
+pub fn in_memory(dir: &Path) -> io::Result<bool> {
+    use nix::sys::statfs::{statfs, TMPFS_MAGIC};
+    /// `linux/magic.h`; nix names tmpfs's only.
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    let kind = statfs(dir)?.filesystem_type();
+    Ok(kind == TMPFS_MAGIC || kind.0 as u64 == RAMFS_MAGIC)
+}
+
 /// Create (truncate) `path` for writing, bypassing the page cache with `O_DIRECT` where the
 /// filesystem allows it. Returns the file and whether it is direct: direct writes must come
 /// from page-aligned buffers in multiples of the page size.
@@ -105,6 +115,20 @@ pub fn create_for_streaming(path: &Path) -> io::Result<(File, bool)> {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((opts.open(path)?, false)),
         Err(e) => Err(e),
     }
+}
+
+/// Make `path` durable and drop it from the page cache: a file written or read by code that
+/// cannot use [`UncachedWriter`] (llama.cpp's own), whose pages the budget does not count.
+pub fn drop_from_cache(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    file.sync_data()?;
+    nix::fcntl::posix_fadvise(
+        &file,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .map_err(io::Error::from)
 }
 
 /// A buffered file writer that drops what it wrote from the page cache as it goes: every

@@ -40,6 +40,15 @@ pub struct RunStats {
     pub cgroup_deduction_peak: Counter,
     /// Batches llama.cpp stopped part-way because the run was shutting down.
     pub aborted_batches: Counter,
+    /// Prompt ubatches llama.cpp stopped part-way because their client had gone.
+    pub cancelled_batches: Counter,
+    /// Prompt prefixes put aside on disk and loaded back (`prompt_store`), their bytes,
+    /// and saves or loads that failed.
+    pub prefixes_saved: Counter,
+    pub prefixes_loaded: Counter,
+    pub prefix_bytes_written: Counter,
+    pub prefix_bytes_read: Counter,
+    pub prefix_store_failures: Counter,
     /// Prompt tokens evaluated (prefilled), and prompt tokens whose KV was reused instead.
     pub prompt_tokens: Counter,
     pub reused_prompt_tokens: Counter,
@@ -113,6 +122,19 @@ pub struct Snapshot {
     pub memory: MemorySection,
     pub per_layer: Vec<LayerSection>,
     pub hook: HookSection,
+    #[serde(default)]
+    pub prompt_store: PromptStoreSection,
+}
+
+/// Prompt prefixes put aside on disk when another prompt took their slot, and loaded back
+/// for a later prompt that extends them (`serve`; all 0 elsewhere).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct PromptStoreSection {
+    pub saved: u64,
+    pub loaded: u64,
+    pub written_bytes: u64,
+    pub read_bytes: u64,
+    pub failures: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -141,6 +163,10 @@ pub struct TokensSection {
     /// tokens are not counted above).
     #[serde(default)]
     pub aborted_batches: u64,
+    /// Prompt ubatches llama.cpp stopped part-way because their client had gone (their
+    /// tokens are not counted above).
+    #[serde(default)]
+    pub cancelled_batches: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -439,6 +465,7 @@ impl RunStats {
                 }
                 .to_string(),
                 aborted_batches: self.aborted_batches.get(),
+                cancelled_batches: self.cancelled_batches.get(),
             },
             tok_per_s: TokPerSec {
                 prefill: rate(prompt, self.prefill_us.get()),
@@ -532,6 +559,13 @@ impl RunStats {
                 panicked: self.hook_panicked.load(Ordering::Relaxed),
                 busy_us: self.hook_ns.get() / 1000,
                 decode_busy_us: self.hook_decode_ns.get() / 1000,
+            },
+            prompt_store: PromptStoreSection {
+                saved: self.prefixes_saved.get(),
+                loaded: self.prefixes_loaded.get(),
+                written_bytes: self.prefix_bytes_written.get(),
+                read_bytes: self.prefix_bytes_read.get(),
+                failures: self.prefix_store_failures.get(),
             },
         }
     }

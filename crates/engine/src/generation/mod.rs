@@ -19,16 +19,19 @@ pub mod text;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use epm_core::prefix::SeqCache;
+use epm_core::prompt_store::PromptStore;
 use epm_core::stats::RunStats;
 use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
+use crate::hook::GoneProbe;
 use crate::session::{PrefillProgress, Prefilled, Sampler, SamplingParams, Session, Step};
 use epm_chat::{OutputParser, Piece};
 use text::{StopMatcher, Utf8Stream};
@@ -49,14 +52,33 @@ pub trait Backend {
     /// Make `seq` hold `prompt` with its logits ready, reusing what `cache` allows;
     /// `progress` hears how far it has come, before the first ubatch and after each, and
     /// breaking stops the prefill there with [`EngineError::Cancelled`] (`cache` then
-    /// holds what was evaluated).
+    /// holds what was evaluated). `gone` also stops it within a ubatch, once it says the
+    /// job's client has gone (the same error; that ubatch is lost).
     fn prefill(
         &mut self,
         seq: i32,
         cache: &mut SeqCache,
         prompt: &[i32],
         progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
+        gone: Option<GoneProbe<'_>>,
     ) -> Result<Prefilled, EngineError>;
+    /// How many leading tokens of `prompt` may keep their KV from a sequence whose cache
+    /// holds `cache` (what [`Backend::prefill`] will keep).
+    fn reusable_prefix(&self, cache: &SeqCache, prompt: &[i32]) -> usize;
+    /// Whether sequences can be saved to files and loaded back part by part.
+    fn can_store_prefixes(&self) -> bool;
+    /// Save `seq`'s first `tokens.len()` positions (which hold `tokens`) to `path`,
+    /// dropping the positions past them; returns the file's size.
+    fn save_prefix(&mut self, seq: i32, tokens: &[i32], path: &Path) -> Result<u64, EngineError>;
+    /// Make `seq` hold what `save_prefix` saved to `path` (`tokens`, `bytes` long); on an
+    /// error it holds nothing.
+    fn load_prefix(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        path: &Path,
+        bytes: u64,
+    ) -> Result<(), EngineError>;
     /// One decode step of every sequence in `steps`; the logits of step `i` are at `i`.
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError>;
     fn logits(&self, index: i32) -> &[f32];
@@ -90,8 +112,27 @@ impl Backend for Session<'_> {
         cache: &mut SeqCache,
         prompt: &[i32],
         progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
+        gone: Option<GoneProbe<'_>>,
     ) -> Result<Prefilled, EngineError> {
-        self.prefill_reusing(seq, cache, prompt, progress)
+        self.prefill_reusing(seq, cache, prompt, progress, gone)
+    }
+    fn reusable_prefix(&self, cache: &SeqCache, prompt: &[i32]) -> usize {
+        Session::reusable_prefix(self, cache, prompt)
+    }
+    fn can_store_prefixes(&self) -> bool {
+        Session::can_store_prefixes(self)
+    }
+    fn save_prefix(&mut self, seq: i32, tokens: &[i32], path: &Path) -> Result<u64, EngineError> {
+        Session::save_prefix(self, seq, tokens, path)
+    }
+    fn load_prefix(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        path: &Path,
+        bytes: u64,
+    ) -> Result<(), EngineError> {
+        Session::load_prefix(self, seq, tokens, path, bytes)
     }
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
         Session::decode(self, steps)
@@ -196,7 +237,16 @@ pub trait EventSink: Send {
     fn is_closed(&self) -> bool {
         false
     }
+    /// A probe that says, from any thread and without blocking, whether the receiver has
+    /// gone: read between graph nodes, it stops the job's prompt ubatch in flight. `None`:
+    /// the prefill stops only between ubatches.
+    fn gone_probe(&self) -> Option<SinkGoneProbe> {
+        None
+    }
 }
+
+/// What [`EventSink::gone_probe`] hands out.
+pub type SinkGoneProbe = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl EventSink for std::sync::mpsc::Sender<Event> {
     fn send(&mut self, event: Event) -> bool {
@@ -364,6 +414,35 @@ pub struct Generator<'b, B: Backend> {
     piece: Vec<u8>,
     /// The slot of the latest job started: its tokens go to the stats' `generated_ids`.
     recorded_slot: Option<usize>,
+    /// Prompt prefixes put aside on disk ([`Generator::with_prompt_store`]).
+    store: Option<StoreFiles>,
+}
+
+impl<B: Backend> Drop for Generator<'_, B> {
+    fn drop(&mut self) {
+        if let Some(files) = &self.store {
+            let ids: Vec<u64> = files.store.entries().iter().map(|e| e.id).collect();
+            files.forget(&ids);
+        }
+    }
+}
+
+/// The prompt store and the folder its files are in (`prefix-<id>.kv`).
+struct StoreFiles {
+    store: PromptStore,
+    dir: PathBuf,
+}
+
+impl StoreFiles {
+    fn path(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("prefix-{id}.kv"))
+    }
+
+    fn forget(&self, ids: &[u64]) {
+        for &id in ids {
+            let _ = std::fs::remove_file(self.path(id));
+        }
+    }
 }
 
 impl<'b, B: Backend> Generator<'b, B> {
@@ -384,7 +463,23 @@ impl<'b, B: Backend> Generator<'b, B> {
             clock: 0,
             piece: Vec::new(),
             recorded_slot: None,
+            store: None,
         }
+    }
+
+    /// Put a slot's cache aside in `dir`, up to `capacity_bytes` of files, when another
+    /// prompt is about to take its place, and load it back for a later prompt that keeps
+    /// more of it than of any slot's cache (`epm_core::prompt_store`). Nothing where the
+    /// backend cannot store prefixes or the capacity is 0. The files are deleted as they are
+    /// forgotten; `dir` itself is the caller's.
+    pub fn with_prompt_store(mut self, dir: PathBuf, capacity_bytes: u64) -> Self {
+        if capacity_bytes > 0 && self.backend.can_store_prefixes() {
+            self.store = Some(StoreFiles {
+                store: PromptStore::new(capacity_bytes),
+                dir,
+            });
+        }
+        self
     }
 
     pub fn backend(&mut self) -> &mut B {
@@ -510,13 +605,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             .enumerate()
             .filter(|(_, s)| s.running.is_none())
             .max_by_key(|(_, s)| {
-                let common = s
-                    .cache
-                    .tokens
-                    .iter()
-                    .zip(prompt)
-                    .take_while(|(a, b)| a == b)
-                    .count();
+                let common = epm_core::prefix::shared_prefix_len(&s.cache.tokens, prompt);
                 (common, std::cmp::Reverse(s.last_used))
             })
             .map(|(i, _)| i)
@@ -540,6 +629,7 @@ impl<'b, B: Backend> Generator<'b, B> {
                 self.end_failed(job, e);
                 continue;
             }
+            self.use_prompt_store(i, &job.prompt);
             let view = self.counters.slots.get(i);
             if let Some(v) = view {
                 v.set(SlotState::Prefill);
@@ -554,6 +644,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             let seq = self.slots[i].seq;
             let counters = Arc::clone(&self.counters);
             let slot_view = counters.slots.get(i);
+            let gone = job.events.gone_probe();
             let events = &mut job.events;
             let filled = self.backend.prefill(
                 seq,
@@ -571,7 +662,10 @@ impl<'b, B: Backend> Generator<'b, B> {
                         ControlFlow::Break(())
                     }
                 },
+                gone.as_deref().map(|g| g as GoneProbe<'_>),
             );
+            // The probe may hold a sender of the job's events: the receiver must see them end.
+            drop(gone);
             stats.prefill_us.add(started.elapsed().as_micros() as u64);
             let filled = match filled {
                 Ok(f) => f,
@@ -821,6 +915,76 @@ impl<'b, B: Backend> Generator<'b, B> {
             token: text(token),
             logprob: sampled,
             top: top.into_iter().map(|(id, x)| (text(id), lp(x))).collect(),
+        }
+    }
+
+    /// Before slot `i` prefills `prompt`: load the stored prefix that keeps more of it than
+    /// the slot's cache does, and first save the slot's cache when what it would lose is
+    /// worth a file. A failure costs only the reuse: it is counted and logged, and the slot
+    /// then holds what the failed call left (nothing, after a failed load).
+    fn use_prompt_store(&mut self, i: usize, prompt: &[i32]) {
+        let Some(files) = self.store.as_mut() else {
+            return;
+        };
+        let backend = &mut *self.backend;
+        let slot = &mut self.slots[i];
+        let stats = backend.stats().clone();
+        let have = backend.reusable_prefix(&slot.cache, prompt);
+        let best = files.store.best_for(have, |e| {
+            let cache = SeqCache {
+                tokens: e.tokens.clone(),
+                exact: e.tokens.len(),
+            };
+            backend.reusable_prefix(&cache, prompt)
+        });
+        let keep = if best.is_some() { 0 } else { have };
+        if let Some(tokens) = files
+            .store
+            .worth_saving(&slot.cache, keep)
+            .map(<[i32]>::to_vec)
+        {
+            let id = files.store.new_id();
+            let path = files.path(id);
+            match backend.save_prefix(slot.seq, &tokens, &path) {
+                Ok(bytes) => {
+                    stats.prefixes_saved.inc();
+                    stats.prefix_bytes_written.add(bytes);
+                    let gone = files.store.insert(id, tokens, bytes);
+                    files.forget(&gone);
+                }
+                Err(e) => {
+                    stats.prefix_store_failures.inc();
+                    tracing::warn!("a prompt prefix could not be put aside: {e}");
+                    files.forget(&[id]);
+                }
+            }
+            // The sequence now holds the saved part at most.
+            slot.cache.tokens.truncate(slot.cache.exact);
+        }
+        let Some((id, _)) = best else {
+            return;
+        };
+        let Some(entry) = files.store.get(id).cloned() else {
+            return;
+        };
+        let path = files.path(id);
+        match backend.load_prefix(slot.seq, &entry.tokens, &path, entry.bytes) {
+            Ok(()) => {
+                stats.prefixes_loaded.inc();
+                stats.prefix_bytes_read.add(entry.bytes);
+                files.store.touch(id);
+                slot.cache = SeqCache {
+                    exact: entry.tokens.len(),
+                    tokens: entry.tokens,
+                };
+            }
+            Err(e) => {
+                stats.prefix_store_failures.inc();
+                tracing::warn!("a stored prompt prefix could not be loaded: {e}");
+                files.store.remove(id);
+                files.forget(&[id]);
+                slot.cache = SeqCache::default();
+            }
         }
     }
 

@@ -35,6 +35,13 @@ struct Fake {
     prefills: Vec<(i32, Prefilled)>,
     logits: Vec<f32>,
     stats: Arc<RunStats>,
+    /// What each prefill's gone probe said, if it had one; set just before it is asked.
+    probed_gone: Vec<Option<bool>>,
+    /// Set before the probe is asked: a client that goes while its ubatch computes.
+    close_during_prefill: Option<Arc<AtomicBool>>,
+    /// Saved prefixes by file, and whether loading them fails.
+    files: HashMap<std::path::PathBuf, Vec<i32>>,
+    fail_loads: bool,
 }
 
 impl Fake {
@@ -49,6 +56,10 @@ impl Fake {
             prefills: Vec::new(),
             logits: vec![0.5, -1.0, 2.0, 0.0, 1.5, -3.0, 0.25, 0.0, 1.0, -0.5],
             stats: Arc::default(),
+            probed_gone: Vec::new(),
+            close_during_prefill: None,
+            files: HashMap::new(),
+            fail_loads: false,
         }
     }
 }
@@ -70,17 +81,17 @@ impl Backend for Fake {
         cache: &mut SeqCache,
         prompt: &[i32],
         progress: &mut dyn FnMut(PrefillProgress) -> ControlFlow<()>,
+        gone: Option<GoneProbe<'_>>,
     ) -> Result<Prefilled, EngineError> {
+        if let Some(c) = &self.close_during_prefill {
+            c.store(true, Ordering::Relaxed);
+        }
+        self.probed_gone.push(gone.map(|g| g()));
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
-        let reused = cache
-            .tokens
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(prompt.len() - 1);
+        let reused =
+            epm_core::prefix::shared_prefix_len(&cache.tokens, prompt).min(prompt.len() - 1);
         let to_evaluate = prompt.len() - reused;
         let first = progress(PrefillProgress {
             cached: reused,
@@ -97,6 +108,7 @@ impl Backend for Fake {
             to_evaluate,
         });
         cache.tokens = prompt.to_vec();
+        cache.exact = prompt.len();
         let script = self.scripts.get(&prompt[0]).cloned().unwrap_or_default();
         self.running.insert(seq, (script, 0));
         self.batch = vec![seq];
@@ -107,6 +119,32 @@ impl Backend for Fake {
         };
         self.prefills.push((seq, p));
         Ok(p)
+    }
+    fn reusable_prefix(&self, cache: &SeqCache, prompt: &[i32]) -> usize {
+        let common = epm_core::prefix::shared_prefix_len(&cache.tokens, prompt);
+        common.min(cache.exact).min(prompt.len().saturating_sub(1))
+    }
+    fn can_store_prefixes(&self) -> bool {
+        true
+    }
+    fn save_prefix(&mut self, _: i32, tokens: &[i32], path: &Path) -> Result<u64, EngineError> {
+        self.files.insert(path.to_path_buf(), tokens.to_vec());
+        Ok(tokens.len() as u64 * 100)
+    }
+    fn load_prefix(
+        &mut self,
+        _: i32,
+        tokens: &[i32],
+        path: &Path,
+        _: u64,
+    ) -> Result<(), EngineError> {
+        match self.files.get(path) {
+            Some(t) if t == tokens && !self.fail_loads => Ok(()),
+            _ => Err(EngineError::PromptStore {
+                path: path.to_path_buf(),
+                reason: "not saved".into(),
+            }),
+        }
     }
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
         self.decodes.push(steps.to_vec());
@@ -157,6 +195,10 @@ impl EventSink for Recorder {
     }
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
+    }
+    fn gone_probe(&self) -> Option<SinkGoneProbe> {
+        let closed = self.closed.clone();
+        Some(Arc::new(move || closed.load(Ordering::Relaxed)))
     }
 }
 
@@ -400,6 +442,80 @@ fn a_client_gone_during_its_prompt_stops_the_prefill_and_counts_as_cancelled() {
         1,
         "only the second job's prefill finished"
     );
+}
+
+#[test]
+fn each_prefill_gets_its_own_jobs_live_gone_probe() {
+    let mut fake = Fake::new(1, &[(1, &[1, 1]), (2, &[2, 2])]);
+    let mut g = generator(&mut fake);
+    let (a, _) = job(&[1, 4], 2, &[]);
+    g.submit(a);
+    g.run_until_idle();
+    // A sink without a probe: the prefill stops only between ubatches.
+    let (tx, _rx) = std::sync::mpsc::channel();
+    g.submit(Job::new(vec![2, 4], 2, Box::new(tx)));
+    g.run_until_idle();
+    assert_eq!(g.backend().probed_gone, [Some(false), None]);
+    // The probe reads the sink as it is when asked, not as it was when the prefill began.
+    let (b, rb) = job(&[1, 5], 2, &[]);
+    g.backend().close_during_prefill = Some(rb.closed.clone());
+    g.submit(b);
+    g.run_until_idle();
+    assert_eq!(g.backend().probed_gone[2], Some(true));
+}
+
+/// A conversation of 301 tokens, then a short request in the only slot, then the
+/// conversation again with a new turn.
+fn conversation_around_a_side_request(fake: &mut Fake) -> Vec<Prefilled> {
+    let mut g = generator(fake).with_prompt_store(std::env::temp_dir(), 1 << 20);
+    let mut first: Vec<i32> = vec![1];
+    first.extend([4; 300]);
+    let mut next = first.clone();
+    next.extend([5, 5]);
+    for p in [first, vec![2, 4], next] {
+        let (j, _) = job(&p, 1, &[]);
+        g.submit(j);
+        g.run_until_idle();
+    }
+    drop(g);
+    fake.prefills.iter().map(|p| p.1).collect()
+}
+
+#[test]
+fn a_conversation_put_aside_for_a_side_request_is_loaded_back_for_its_next_turn() {
+    let mut fake = Fake::new(1, &[(1, &[1]), (2, &[2])]);
+    fake.n_ctx = 4096;
+    let p = conversation_around_a_side_request(&mut fake);
+    assert_eq!(p[1].reused, 0, "the side request shares nothing");
+    assert_eq!(
+        p[2].reused, 301,
+        "the next turn keeps the whole conversation"
+    );
+    let st = fake.stats.snapshot(Default::default()).prompt_store;
+    assert_eq!((st.saved, st.loaded, st.failures), (1, 1, 0));
+    assert_eq!(st.written_bytes, 30_100);
+    // Without a store the side request's prompt takes the slot's cache.
+    let mut plain = Fake::new(1, &[(1, &[1]), (2, &[2])]);
+    plain.n_ctx = 4096;
+    let mut g = generator(&mut plain);
+    for p in [vec![1; 301], vec![2, 4], vec![1; 303]] {
+        let (j, _) = job(&p, 1, &[]);
+        g.submit(j);
+        g.run_until_idle();
+    }
+    assert_eq!(g.backend().prefills[2].1.reused, 0);
+}
+
+#[test]
+fn a_prefix_that_cannot_be_loaded_is_forgotten_and_the_prompt_evaluated_whole() {
+    let mut fake = Fake::new(1, &[(1, &[1]), (2, &[2])]);
+    fake.n_ctx = 4096;
+    fake.fail_loads = true;
+    let p = conversation_around_a_side_request(&mut fake);
+    assert_eq!(p[2].reused, 0);
+    assert_eq!(p[2].evaluated, 303);
+    let st = fake.stats.snapshot(Default::default()).prompt_store;
+    assert_eq!((st.saved, st.loaded, st.failures), (1, 0, 1));
 }
 
 #[test]

@@ -246,6 +246,7 @@ pub(crate) fn attach(
         loan,
         fresh_pages: Vec::new(),
         owns_page_cache: !every_expert_fits,
+        io_room: 0,
         unverified: expected.len(),
         expected,
         trace,

@@ -70,6 +70,9 @@ pub(crate) struct Active {
     /// non-resident expert's page in the cache is then stray. When every expert fits, a
     /// warm file's pages were kept, and only what the pager evicted should be gone.
     pub owns_page_cache: bool,
+    /// What the expert cache gives up while a saved prompt prefix's file is written or read
+    /// through the page cache ([`HookState::set_io_room`]).
+    pub io_room: u64,
 }
 
 /// A memory cgroup limit that binds the process: the kernel memory charged to it is read
@@ -89,7 +92,11 @@ impl Active {
 
     /// What the pager may hold now (`budget::pager_budget`).
     fn pager_budget(&self) -> u64 {
-        pager_budget(&self.budgets, self.loan.as_ref(), self.cap_deduction())
+        pager_budget(
+            &self.budgets,
+            self.loan.as_ref(),
+            self.cap_deduction() + self.io_room,
+        )
     }
 
     /// Read the kernel memory the cgroup limit charges; when what it takes from the expert
@@ -181,6 +188,17 @@ impl HookState {
             }
         }
         active.fresh_pages = fresh;
+    }
+
+    /// Give up `bytes` of the expert cache (evicting now) while a file that big passes
+    /// through the page cache, outside the budget's accounting otherwise; 0 gives it back.
+    pub fn set_io_room(&self, bytes: u64) {
+        let mut guard = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(active) = guard.as_mut() {
+            active.io_room = bytes;
+            let budget = active.pager_budget();
+            active.pager.set_budget(budget);
+        }
     }
 
     fn phase(&self) -> Phase {
@@ -363,17 +381,79 @@ unsafe extern "C" fn trampoline(t: *mut ggml_tensor, ask: bool, user_data: *mut 
 pub(crate) struct HookedContext<'m> {
     ctx: LlamaContext<'m>,
     hook: Box<HookState>,
-    /// The flag llama.cpp's abort callback reads ([`HookedContext::abort_when`]); dropped
-    /// after the context that reads it.
+    /// The run's stopping flag ([`HookedContext::abort_when`]), read by llama.cpp's abort
+    /// callback during each [`HookedContext::decode`].
     abort: Option<Arc<AtomicBool>>,
+}
+
+/// Whether the client of a batch's only sequence has gone: read between graph nodes, so it
+/// must be cheap and must not block.
+pub type GoneProbe<'a> = &'a (dyn Fn() -> bool + Sync);
+
+/// Why llama.cpp stopped a batch part-way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stopped {
+    /// The run's stopping flag was set.
+    ShuttingDown,
+    /// The client of the batch's sequence had gone.
+    ClientGone,
+}
+
+/// What llama.cpp's abort callback reads during one decode: it lives on that decode's
+/// stack, and the callback is unset before it goes.
+struct AbortProbe<'a> {
+    stopping: Option<&'a AtomicBool>,
+    gone: Option<GoneProbe<'a>>,
+    /// 0 while nothing fired, else which fired (`SHUTTING_DOWN`, `CLIENT_GONE`).
+    fired: AtomicU8,
+}
+
+impl AbortProbe<'_> {
+    const SHUTTING_DOWN: u8 = 1;
+    const CLIENT_GONE: u8 = 2;
+
+    fn check(&self) -> bool {
+        let why = if self.stopping.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            Self::SHUTTING_DOWN
+        } else if self.gone.is_some_and(|gone| gone()) {
+            Self::CLIENT_GONE
+        } else {
+            return false;
+        };
+        self.fired.store(why, Ordering::Relaxed);
+        true
+    }
+
+    fn stopped(&self) -> Option<Stopped> {
+        match self.fired.load(Ordering::Relaxed) {
+            Self::SHUTTING_DOWN => Some(Stopped::ShuttingDown),
+            Self::CLIENT_GONE => Some(Stopped::ClientGone),
+            _ => None,
+        }
+    }
 }
 
 /// llama.cpp's abort callback: checked between graph nodes; `true` stops the graph.
 extern "C" fn abort_requested(data: *mut c_void) -> bool {
-    // SAFETY: `data` is the `AtomicBool` inside the `Arc` that `HookedContext::abort` keeps
-    // alive for as long as the context that calls this; loading it cannot panic.
-    let flag = unsafe { &*(data as *const AtomicBool) };
-    flag.load(Ordering::Relaxed)
+    // SAFETY: `data` is the `AbortProbe` on the stack of the `HookedContext::decode` that
+    // is running, which unsets the callback before the probe goes out of scope.
+    let probe = unsafe { &*(data as *const AbortProbe) };
+    // A panicking probe must not unwind into C: it then stops nothing.
+    catch_unwind(AssertUnwindSafe(|| probe.check())).unwrap_or(false)
+}
+
+/// Unsets llama.cpp's abort callback when dropped, so that the probe it points to can go.
+struct AbortCallbackSet<'c> {
+    ctx: *mut llama_cpp_sys_2::llama_context,
+    _ctx: std::marker::PhantomData<&'c mut ()>,
+}
+
+impl Drop for AbortCallbackSet<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `ctx` is the live context of the `HookedContext::decode` that made this
+        // guard and that holds the context exclusively until the guard drops.
+        unsafe { llama_cpp_sys_2::llama_set_abort_callback(self.ctx, None, std::ptr::null_mut()) }
+    }
 }
 
 impl<'m> HookedContext<'m> {
@@ -406,25 +486,42 @@ impl<'m> HookedContext<'m> {
     /// Stop a graph in flight, between two nodes, once `flag` is set: `llama_decode` then
     /// returns 2, and llama.cpp removes the unfinished ubatch's positions from the KV cache.
     pub fn abort_when(&mut self, flag: Arc<AtomicBool>) {
-        let data = Arc::as_ptr(&flag) as *mut c_void;
         self.abort = Some(flag);
-        // SAFETY: the context is live and held exclusively (`&mut self`); `data` points into
-        // the `Arc` now kept in `self.abort`, which drops after the context (field order),
-        // so the callback never reads a freed flag.
-        unsafe {
-            llama_cpp_sys_2::llama_set_abort_callback(
-                self.ctx.as_ptr().cast_mut(),
-                Some(abort_requested),
-                data,
-            );
-        }
     }
 
-    /// Whether the abort flag is set (a failed decode was then stopped on purpose).
-    pub fn abort_requested(&self) -> bool {
-        self.abort
-            .as_ref()
-            .is_some_and(|f| f.load(Ordering::Relaxed))
+    /// Evaluate `batch`. It stops between two graph nodes once the stopping flag is set, or,
+    /// with `gone`, once that says the client of the batch's sequence has gone; the error
+    /// then says which ([`Stopped`]), and llama.cpp has removed the unfinished ubatch's
+    /// positions from the KV cache.
+    pub fn decode(
+        &mut self,
+        batch: &mut llama_cpp_2::llama_batch::LlamaBatch,
+        gone: Option<GoneProbe<'_>>,
+    ) -> Result<(), (llama_cpp_2::DecodeError, Option<Stopped>)> {
+        let probe = AbortProbe {
+            stopping: self.abort.as_deref(),
+            gone,
+            fired: AtomicU8::new(0),
+        };
+        if probe.stopping.is_none() && probe.gone.is_none() {
+            return self.ctx.decode(batch).map_err(|e| (e, None));
+        }
+        let raw = self.ctx.as_ptr().cast_mut();
+        // SAFETY: the context is live and held exclusively (`&mut self`); the callback's
+        // data is `probe`, which outlives `_set`, whose drop unsets the callback again
+        // before `probe` goes (locals drop in reverse order), panics included.
+        let _set = unsafe {
+            llama_cpp_sys_2::llama_set_abort_callback(
+                raw,
+                Some(abort_requested),
+                &probe as *const AbortProbe as *mut c_void,
+            );
+            AbortCallbackSet {
+                ctx: raw,
+                _ctx: std::marker::PhantomData,
+            }
+        };
+        self.ctx.decode(batch).map_err(|e| (e, probe.stopped()))
     }
 
     pub fn ctx(&self) -> &LlamaContext<'m> {

@@ -1,0 +1,262 @@
+//! Prompt prefixes put aside on disk. When a slot's cache is about to give way to another
+//! prompt (a chat UI's title request, an agent's side question), the engine saves the
+//! cache's exact part to a file; a later prompt that keeps more of a saved prefix than of
+//! any slot's cache has it loaded back into its slot. Which prefixes to save, which to load
+//! and which to forget within a byte budget live here; the files do not.
+//!
+//! A loaded prefix holds the very KV bytes its slot computed, ending on a boundary of the
+//! session's split, so a prompt that keeps part of it gets the output a cold run gives,
+//! under the same rule as a slot's own cache (`prefix::reusable_prefix`).
+
+use crate::prefix::SeqCache;
+
+/// Prefixes are saved, and loaded, only where they keep at least this many tokens more than
+/// the alternative: a shorter stretch costs little more to evaluate again than its KV costs
+/// to write and read back.
+pub const MIN_STORED_GAIN_TOKENS: usize = 256;
+
+/// One saved prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPrefix {
+    pub id: u64,
+    /// The tokens of the saved positions `0..len`: all exact (they end on a boundary).
+    pub tokens: Vec<i32>,
+    /// The size of its file.
+    pub bytes: u64,
+    last_used: u64,
+}
+
+/// The saved prefixes, least recently used forgotten first.
+///
+/// Invariants (checked by `check` in tests):
+/// 1. `used_bytes` is the sum of the entries' `bytes`, and at most `capacity_bytes`;
+/// 2. no entry's tokens are a prefix of another's: the longer one serves every prompt the
+///    shorter one would;
+/// 3. ids are unique and never handed out twice (`next_id` only grows).
+#[derive(Debug)]
+pub struct PromptStore {
+    entries: Vec<StoredPrefix>,
+    capacity_bytes: u64,
+    used_bytes: u64,
+    clock: u64,
+    next_id: u64,
+}
+
+impl PromptStore {
+    pub fn new(capacity_bytes: u64) -> PromptStore {
+        PromptStore {
+            entries: Vec::new(),
+            capacity_bytes,
+            used_bytes: 0,
+            clock: 0,
+            next_id: 0,
+        }
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        self.used_bytes
+    }
+
+    pub fn entries(&self) -> &[StoredPrefix] {
+        &self.entries
+    }
+
+    pub fn get(&self, id: u64) -> Option<&StoredPrefix> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+
+    /// The part of `cache` worth saving before a prompt that keeps only `keep` of its tokens
+    /// takes its slot: its exact part, when that holds at least [`MIN_STORED_GAIN_TOKENS`]
+    /// more than `keep` and no entry holds it already (the same tokens, or more).
+    pub fn worth_saving<'c>(&self, cache: &'c SeqCache, keep: usize) -> Option<&'c [i32]> {
+        let exact = &cache.tokens[..cache.exact.min(cache.tokens.len())];
+        if exact.len() < keep + MIN_STORED_GAIN_TOKENS || self.capacity_bytes == 0 {
+            return None;
+        }
+        if self.entries.iter().any(|e| e.tokens.starts_with(exact)) {
+            return None;
+        }
+        Some(exact)
+    }
+
+    /// An id for a prefix about to be saved (its file's name).
+    pub fn new_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Record the prefix saved as `id`: `tokens`, in a file of `bytes`. Returns the ids whose
+    /// files must go: entries it extends, then the least recently used until it fits, or
+    /// `id` itself when it alone is larger than the store.
+    pub fn insert(&mut self, id: u64, tokens: Vec<i32>, bytes: u64) -> Vec<u64> {
+        if bytes > self.capacity_bytes {
+            return vec![id];
+        }
+        let mut gone = Vec::new();
+        self.entries.retain(|e| {
+            let extended = tokens.starts_with(&e.tokens);
+            if extended {
+                gone.push(e.id);
+            }
+            !extended
+        });
+        self.used_bytes = self.entries.iter().map(|e| e.bytes).sum();
+        while self.used_bytes + bytes > self.capacity_bytes {
+            let oldest = (0..self.entries.len())
+                .min_by_key(|&i| self.entries[i].last_used)
+                .expect("bytes <= capacity, so an entry is left while over it");
+            let e = self.entries.swap_remove(oldest);
+            self.used_bytes -= e.bytes;
+            gone.push(e.id);
+        }
+        self.clock += 1;
+        self.used_bytes += bytes;
+        self.entries.push(StoredPrefix {
+            id,
+            tokens,
+            bytes,
+            last_used: self.clock,
+        });
+        gone
+    }
+
+    /// The entry that lets a prompt keep the most, where `keep_of` says how many of its
+    /// tokens an entry lets it keep, when that beats `have` (what its slot keeps) by at
+    /// least [`MIN_STORED_GAIN_TOKENS`]: `(id, tokens kept)`.
+    pub fn best_for(
+        &self,
+        have: usize,
+        mut keep_of: impl FnMut(&StoredPrefix) -> usize,
+    ) -> Option<(u64, usize)> {
+        self.entries
+            .iter()
+            .map(|e| (e.id, keep_of(e)))
+            .filter(|&(_, keep)| keep >= have + MIN_STORED_GAIN_TOKENS)
+            .max_by_key(|&(id, keep)| (keep, id))
+    }
+
+    /// `id` was loaded: it is the most recently used.
+    pub fn touch(&mut self, id: u64) {
+        self.clock += 1;
+        let now = self.clock;
+        if let Some(e) = self.entries.iter_mut().find(|e| e.id == id) {
+            e.last_used = now;
+        }
+    }
+
+    /// Forget `id` (its file could not be read back).
+    pub fn remove(&mut self, id: u64) -> Option<StoredPrefix> {
+        let i = self.entries.iter().position(|e| e.id == id)?;
+        let e = self.entries.swap_remove(i);
+        self.used_bytes -= e.bytes;
+        Some(e)
+    }
+
+    #[cfg(test)]
+    fn check(&self) {
+        // 1.
+        let sum: u64 = self.entries.iter().map(|e| e.bytes).sum();
+        assert_eq!(sum, self.used_bytes, "invariant 1: used bytes");
+        assert!(
+            self.used_bytes <= self.capacity_bytes,
+            "invariant 1: capacity"
+        );
+        for a in &self.entries {
+            for b in &self.entries {
+                // 2. and 3.
+                if a.id != b.id {
+                    assert!(!b.tokens.starts_with(&a.tokens), "invariant 2");
+                }
+                assert!(a.id <= self.next_id, "invariant 3");
+            }
+        }
+        let mut ids: Vec<u64> = self.entries.iter().map(|e| e.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), self.entries.len(), "invariant 3: unique");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(from: i32, n: usize) -> Vec<i32> {
+        (from..from + n as i32).collect()
+    }
+
+    fn saved(store: &mut PromptStore, t: Vec<i32>, bytes: u64) -> (u64, Vec<u64>) {
+        let id = store.new_id();
+        let gone = store.insert(id, t, bytes);
+        store.check();
+        (id, gone)
+    }
+
+    #[test]
+    fn only_an_exact_part_long_enough_and_not_yet_held_is_worth_saving() {
+        let mut store = PromptStore::new(1 << 30);
+        let cache = SeqCache {
+            tokens: tokens(0, 700),
+            exact: 512,
+        };
+        assert_eq!(store.worth_saving(&cache, 0).map(<[i32]>::len), Some(512));
+        assert_eq!(store.worth_saving(&cache, 256).map(<[i32]>::len), Some(512));
+        assert!(store.worth_saving(&cache, 257).is_none(), "gains 255");
+        // Held by an entry with the same tokens, or one that extends them.
+        saved(&mut store, tokens(0, 600), 10);
+        assert!(store.worth_saving(&cache, 0).is_none());
+        // A disabled store saves nothing.
+        assert!(PromptStore::new(0).worth_saving(&cache, 0).is_none());
+    }
+
+    #[test]
+    fn an_entry_replaces_those_it_extends_and_the_least_recently_used_make_room() {
+        let mut store = PromptStore::new(100);
+        let (a, gone) = saved(&mut store, tokens(0, 300), 40);
+        assert!(gone.is_empty());
+        let (b, _) = saved(&mut store, tokens(1000, 300), 40);
+        // The conversation behind `a` went on: its longer prefix replaces it.
+        let (a2, gone) = saved(&mut store, tokens(0, 600), 50);
+        assert_eq!(gone, [a]);
+        assert_eq!(store.used_bytes(), 90);
+        // `b` is used again, so `a2` is the oldest when room is needed.
+        store.touch(b);
+        let (_, gone) = saved(&mut store, tokens(2000, 300), 30);
+        assert_eq!(gone, [a2]);
+        assert!(store.get(b).is_some());
+        // Larger than the store: not kept.
+        let id = store.new_id();
+        assert_eq!(store.insert(id, tokens(5000, 300), 101), [id]);
+        store.check();
+        assert!(store.get(id).is_none());
+    }
+
+    #[test]
+    fn the_best_entry_must_beat_the_slot_by_the_minimum_gain() {
+        let mut store = PromptStore::new(1 << 20);
+        let (a, _) = saved(&mut store, tokens(0, 400), 1);
+        let (b, _) = saved(
+            &mut store,
+            tokens(0, 1).into_iter().chain(tokens(50, 900)).collect(),
+            1,
+        );
+        let keep = |e: &StoredPrefix| e.tokens.len();
+        assert_eq!(store.best_for(0, keep), Some((b, 901)));
+        assert_eq!(store.best_for(645, keep), Some((b, 901)));
+        assert_eq!(store.best_for(646, keep), None);
+        assert_eq!(
+            store.best_for(100, |e| if e.id == a { 400 } else { 0 }),
+            Some((a, 400))
+        );
+        assert_eq!(store.remove(a).map(|e| e.id), Some(a));
+        store.check();
+        assert_eq!(
+            store.best_for(100, |e| if e.id == a { 400 } else { 0 }),
+            None
+        );
+    }
+}
