@@ -73,34 +73,27 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<(tempfile::TempDir, u64)>> {
             .prefix("serve-")
             .tempdir_in(&parent)
     });
-    let dir = match made {
-        Ok(d) => d,
-        Err(e) if given => bail!(UsageError(format!(
-            "--prompt-cache-dir {}: {e}",
-            parent.display()
-        ))),
-        Err(e) => {
-            eprintln!(
-                "warning: prompt prefixes will not be put aside: {}: {e} (give --prompt-cache-dir)",
-                parent.display()
-            );
-            return Ok(None);
-        }
-    };
-    if epm_sys::fs::in_memory(dir.path()).unwrap_or(false) {
-        let why = format!(
-            "{} is on a file system held in memory, whose files would take RAM outside the budget",
-            parent.display()
-        );
+    // A folder the user named must work; the default one may fall back to no store.
+    let refuse = |why: String| -> Result<Option<(tempfile::TempDir, u64)>> {
         if given {
             bail!(UsageError(format!(
-                "--prompt-cache-dir: {why}; give a folder on a disk, or --prompt-cache-mb 0"
+                "--prompt-cache-dir: {why}; give another folder, or --prompt-cache-mb 0"
             )));
         }
         eprintln!(
             "warning: prompt prefixes will not be put aside: {why} (give --prompt-cache-dir)"
         );
-        return Ok(None);
+        Ok(None)
+    };
+    let dir = match made {
+        Ok(d) => d,
+        Err(e) => return refuse(format!("{}: {e}", parent.display())),
+    };
+    if epm_sys::fs::in_memory(dir.path()).unwrap_or(false) {
+        return refuse(format!(
+            "{} is on a file system held in memory, whose files would take RAM outside the budget",
+            parent.display()
+        ));
     }
     // At most half the free space: the store must not fill the disk.
     let free = epm_sys::fs::free_bytes(dir.path()).unwrap_or(u64::MAX);

@@ -53,10 +53,6 @@ impl PromptStore {
         }
     }
 
-    pub fn capacity_bytes(&self) -> u64 {
-        self.capacity_bytes
-    }
-
     pub fn used_bytes(&self) -> u64 {
         self.used_bytes
     }

@@ -518,15 +518,29 @@ impl<'e> Session<'e> {
             seq,
             llama_cpp_2::context::session::LlamaStateSeqFlags::empty(),
         ) as u64;
-        let hook = self.hooked.hook();
-        hook.set_io_room(size);
         let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
-        let saved = self.hooked.ctx().state_seq_save_file(path, seq, &ids);
-        let dropped = epm_sys::fs::drop_from_cache(path);
-        hook.set_io_room(0);
+        let (saved, dropped) = self.with_file_room(size, path, |s| {
+            s.hooked.ctx().state_seq_save_file(path, seq, &ids)
+        });
         let written = saved.map_err(|e| failed(format!("llama.cpp could not save it: {e}")))?;
         dropped.map_err(|e| failed(e.to_string()))?;
         Ok(written as u64)
+    }
+
+    /// Run `io`, which has llama.cpp write or read the `bytes` of `path` through the page
+    /// cache: the expert cache gives up that much meanwhile, and the file is dropped from
+    /// the page cache after (the second result).
+    fn with_file_room<T>(
+        &mut self,
+        bytes: u64,
+        path: &std::path::Path,
+        io: impl FnOnce(&mut Self) -> T,
+    ) -> (T, std::io::Result<()>) {
+        self.hooked.hook().set_io_room(bytes);
+        let out = io(self);
+        let dropped = epm_sys::fs::drop_from_cache(path);
+        self.hooked.hook().set_io_room(0);
+        (out, dropped)
     }
 
     /// Load into sequence `seq` (whose cache is dropped first) the prefix that
@@ -540,14 +554,11 @@ impl<'e> Session<'e> {
         bytes: u64,
     ) -> Result<(), EngineError> {
         self.clear(seq);
-        let hook = self.hooked.hook();
-        hook.set_io_room(bytes);
-        let loaded = self
-            .hooked
-            .ctx_mut()
-            .state_seq_load_file(path, seq, tokens.len());
-        let _ = epm_sys::fs::drop_from_cache(path);
-        self.hooked.hook().set_io_room(0);
+        let (loaded, _) = self.with_file_room(bytes, path, |s| {
+            s.hooked
+                .ctx_mut()
+                .state_seq_load_file(path, seq, tokens.len())
+        });
         let same = matches!(&loaded, Ok((ids, _)) if ids.len() == tokens.len()
             && ids.iter().zip(tokens).all(|(a, &b)| a.0 == b));
         if !same || self.held_tokens(seq) != tokens.len() {

@@ -937,7 +937,14 @@ impl<'b, B: Backend> Generator<'b, B> {
             };
             backend.reusable_prefix(&cache, prompt)
         });
-        let keep = if best.is_some() { 0 } else { have };
+        let keep = match best {
+            // Loading clears the slot; the entry it loads must outlast the save's evictions.
+            Some((id, _)) => {
+                files.store.touch(id);
+                0
+            }
+            None => have,
+        };
         if let Some(tokens) = files
             .store
             .worth_saving(&slot.cache, keep)
@@ -972,7 +979,6 @@ impl<'b, B: Backend> Generator<'b, B> {
             Ok(()) => {
                 stats.prefixes_loaded.inc();
                 stats.prefix_bytes_read.add(entry.bytes);
-                files.store.touch(id);
                 slot.cache = SeqCache {
                     exact: entry.tokens.len(),
                     tokens: entry.tokens,
