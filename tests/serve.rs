@@ -281,10 +281,12 @@ fn a_shared_system_message_is_kept_whole_and_changes_nothing() {
 
 /// A chat UI's side request between two turns (a title for the conversation) takes the
 /// only slot: the conversation's KV is put aside on disk and loaded back for the next turn,
-/// which keeps the whole system message and gets a cold server's reply. The files are gone
-/// at exit.
+/// which keeps the whole system message and gets a cold server's reply. At exit the slot's
+/// conversation is put aside too, and the files stay for the next run: a restarted server
+/// with the same model and settings answers a new conversation on that system message
+/// without evaluating it again, and still as a cold server does.
 #[test]
-fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn() {
+fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_after_a_restart() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = mini(dir.path());
@@ -295,47 +297,87 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn() {
     let budget = min_budget_mb(&model, &shape).to_string();
     let mut args = shape.to_vec();
     args.extend(["--ram-budget-mb", &budget]);
+    let mut cold_args = args.clone();
+    cold_args.extend(["--prompt-cache-mb", "0"]);
     args.extend(["--prompt-cache-dir", store.path().to_str().unwrap()]);
     let mut s = Server::start(&model, &args);
-    let head = format!("<|im_start|>system\n{system}<|im_end|>");
-    let tokens = s
-        .post("/tokenize", &json!({"content": head, "add_special": false}))
-        .unwrap();
-    let system_end = tokens["tokens"].as_array().unwrap().len() as u64;
+    let system_end = |system: &str| {
+        let head = format!("<|im_start|>system\n{system}<|im_end|>");
+        let tokens = s
+            .post("/tokenize", &json!({"content": head, "add_special": false}))
+            .unwrap();
+        tokens["tokens"].as_array().unwrap().len() as u64
+    };
+    // A second agent, with a system message of its own.
+    let other_system = system.replace("careful", "patient");
+    let (end_a, end_b) = (system_end(&system), system_end(&other_system));
     s.chat(&agent_request(&system, "List the files in src."));
     let title = s.chat(&json!({
         "messages": messages("Write a five-word title for the conversation.", "List the files in src."),
         "max_tokens": 8, "temperature": 0}));
     assert_eq!(cached_tokens(&title), 0);
-    let files = || {
-        std::fs::read_dir(store.path())
+    // The one folder of this model and settings, and the prefix files in it.
+    let folder = || {
+        let dirs: Vec<PathBuf> = std::fs::read_dir(store.path())
             .unwrap()
-            .flat_map(|run| std::fs::read_dir(run.unwrap().path()).unwrap())
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        dirs[0].clone()
+    };
+    let prefixes = || {
+        std::fs::read_dir(folder())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension() == Some("kv".as_ref()))
             .count()
     };
-    assert_eq!(
-        files(),
-        1,
-        "the conversation's prefix, in the run's own folder"
-    );
+    assert_eq!(prefixes(), 1, "the conversation's prefix");
     let second = s.chat(&agent_request(&system, "Now run the tests."));
-    assert_eq!(cached_tokens(&second), system_end);
+    assert_eq!(cached_tokens(&second), end_a);
     let st = live_stats(&s).prompt_store;
     assert_eq!((st.saved, st.loaded, st.failures), (1, 1, 0), "{st:?}");
+    assert_eq!(st.restored, 0, "{st:?}");
     assert!(
         st.written_bytes > 0 && st.read_bytes == st.written_bytes,
         "{st:?}"
     );
+    // The second agent takes the slot; the first one's system message is already stored.
+    s.chat(&agent_request(&other_system, "List the files in src."));
+    assert_eq!(live_stats(&s).prompt_store.saved, 1);
     assert!(s.stop().success());
-    assert_eq!(
-        std::fs::read_dir(store.path()).unwrap().count(),
-        0,
-        "the run's folder went"
-    );
-    let cold = Server::start(&model, &args);
-    let again = cold.chat(&agent_request(&system, "Now run the tests."));
+    // What the slot held at exit was put aside too, beside the first.
+    assert_eq!(prefixes(), 2);
+    assert!(folder().join("index.json").is_file());
+    let cold = Server::start(&model, &cold_args);
+    let cold_second = cold.chat(&agent_request(&system, "Now run the tests."));
+    assert_eq!(cached_tokens(&cold_second), 0);
+    assert_same_reply(&second, &cold_second);
+    let cold_a = cold.chat(&agent_request(&system, "Explain the change."));
+    let cold_b = cold.chat(&agent_request(&other_system, "Explain the change."));
+    drop(cold);
+    // A restart takes both up; new conversations of both agents keep their system message,
+    // and get a cold server's replies.
+    let restarted = Server::start(&model, &args);
+    let a = restarted.chat(&agent_request(&system, "Explain the change."));
+    assert_eq!(cached_tokens(&a), end_a);
+    assert_same_reply(&a, &cold_a);
+    let b = restarted.chat(&agent_request(&other_system, "Explain the change."));
+    assert_eq!(cached_tokens(&b), end_b);
+    assert_same_reply(&b, &cold_b);
+    let st = live_stats(&restarted).prompt_store;
+    assert_eq!((st.restored, st.loaded, st.failures), (2, 2, 0), "{st:?}");
+    assert_eq!(st.restored_bytes, st.read_bytes, "{st:?}");
+    drop(restarted);
+    // Other settings (here the ubatch) compute other KV bytes: their own folder, nothing
+    // taken up, and the output of a cold server.
+    let mut other = args.clone();
+    other[3] = "64";
+    let elsewhere = Server::start(&model, &other);
+    let again = elsewhere.chat(&agent_request(&system, "Explain the change."));
     assert_eq!(cached_tokens(&again), 0);
-    assert_same_reply(&second, &again);
+    assert_eq!(live_stats(&elsewhere).prompt_store.restored, 0);
+    drop(elsewhere);
+    assert_eq!(std::fs::read_dir(store.path()).unwrap().count(), 2);
 }
 
 /// Concurrent requests each get their own output. Their decode steps share one batch, and

@@ -12,12 +12,14 @@
 - `read_trace(path)`: the one Python reader of routing traces (format in the README,
   "Routing trace"); prefer `epm-run sim` for replays.
 """
+import atexit
 import http.client
 import json
 import mmap
 import os
 import platform
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -205,11 +207,26 @@ def ab_row_ok(row):
     return o == "ok" or (isinstance(o, dict) and o.get("kind") == "ok")
 
 
+def fresh_prompt_store():
+    """An empty folder for a server's prompt store, on a disk (the store refuses a file
+    system held in memory), removed when this script exits."""
+    parent = os.path.join(os.path.expanduser("~"), ".cache", "epm")
+    os.makedirs(parent, exist_ok=True)
+    path = tempfile.mkdtemp(prefix="bench-prompts-", dir=parent)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def start_server(cmd, timeout_s=600):
     """Run `cmd` (an `epm-run serve ... --port 0` command line, possibly wrapped) and return
     `(proc, port)` once `/health` answers 200. The server's log goes to a temporary file,
     `proc.log_path` (a pipe nobody reads would fill up and stall the server). Stops the
     server and exits if it dies or is not ready within `timeout_s` seconds."""
+    # The prompt store outlives a server (a restart takes its prefixes up again): a server
+    # started here gets a fresh store of its own, so that each run starts cold, unless the
+    # command names one (a measurement of the restart itself).
+    if not any(f in cmd for f in ("--prompt-cache-dir", "--prompt-cache-mb")):
+        cmd = list(cmd) + ["--prompt-cache-dir", fresh_prompt_store()]
     fd, log_path = tempfile.mkstemp(prefix="epm-serve-", suffix=".log")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fd)
     os.close(fd)

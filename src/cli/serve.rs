@@ -44,20 +44,22 @@ pub struct ServeArgs {
     #[arg(long)]
     cors_origin: Vec<String>,
     /// Disk space for prompt prefixes put aside: when another prompt takes a slot (a chat
-    /// UI's title request between two turns), the slot's KV is saved to a file and loaded
-    /// back for the next turn instead of evaluating the conversation again. 0 turns it off.
+    /// UI's title request between two turns), and when the server stops, the slot's KV is
+    /// saved to a file and loaded back for the next turn, in this run or the next one with
+    /// the same model and settings, instead of evaluating the conversation again. Covers the
+    /// folders of every model and settings under --prompt-cache-dir. 0 turns it off.
     #[arg(long, default_value_t = 4096)]
     prompt_cache_mb: u64,
-    /// Where those files go (a folder of this run's own is made inside and removed at exit;
-    /// default: the user's cache folder). Not a file system held in memory: its files
-    /// would take RAM outside the budget.
+    /// Where those files go (a folder per model and settings is made inside and kept for
+    /// the next run; default: the user's cache folder). Not a file system held in memory:
+    /// its files would take RAM outside the budget.
     #[arg(long)]
     prompt_cache_dir: Option<PathBuf>,
 }
 
-/// The folder and capacity of the prompt store, or `None` when it is off; the folder is
-/// this run's own and goes when the returned guard drops.
-fn prompt_store(a: &ServeArgs) -> Result<Option<(tempfile::TempDir, u64)>> {
+/// The folder under which the prompt store keeps its folders, and its capacity, or `None`
+/// when it is off.
+fn prompt_store(a: &ServeArgs) -> Result<Option<(PathBuf, u64)>> {
     if a.prompt_cache_mb == 0 {
         return Ok(None);
     }
@@ -68,13 +70,15 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<(tempfile::TempDir, u64)>> {
             .join("epm")
             .join("prompts")
     });
+    // Writable: a file can be made there (and goes at once).
     let made = std::fs::create_dir_all(&parent).and_then(|()| {
         tempfile::Builder::new()
-            .prefix("serve-")
-            .tempdir_in(&parent)
+            .prefix(".probe-")
+            .tempfile_in(&parent)
+            .map(drop)
     });
     // A folder the user named must work; the default one may fall back to no store.
-    let refuse = |why: String| -> Result<Option<(tempfile::TempDir, u64)>> {
+    let refuse = |why: String| -> Result<Option<(PathBuf, u64)>> {
         if given {
             bail!(UsageError(format!(
                 "--prompt-cache-dir: {why}; give another folder, or --prompt-cache-mb 0"
@@ -85,20 +89,19 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<(tempfile::TempDir, u64)>> {
         );
         Ok(None)
     };
-    let dir = match made {
-        Ok(d) => d,
-        Err(e) => return refuse(format!("{}: {e}", parent.display())),
-    };
-    if epm_sys::fs::in_memory(dir.path()).unwrap_or(false) {
+    if let Err(e) = made {
+        return refuse(format!("{}: {e}", parent.display()));
+    }
+    if epm_sys::fs::in_memory(&parent).unwrap_or(false) {
         return refuse(format!(
             "{} is on a file system held in memory, whose files would take RAM outside the budget",
             parent.display()
         ));
     }
     // At most half the free space: the store must not fill the disk.
-    let free = epm_sys::fs::free_bytes(dir.path()).unwrap_or(u64::MAX);
+    let free = epm_sys::fs::free_bytes(&parent).unwrap_or(u64::MAX);
     let capacity = (a.prompt_cache_mb << 20).min(free / 2);
-    Ok(Some((dir, capacity)))
+    Ok(Some((parent, capacity)))
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -138,7 +141,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         cors_origins: a.cors_origin.clone(),
         disk_mb_per_s: run.disk_mb_per_s,
         stats: run.stats.clone(),
-        prompt_store: store.as_ref().map(|(d, c)| (d.path().to_path_buf(), *c)),
+        prompt_store: store,
     };
     let disk = run.disk_mb_per_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -12,6 +12,10 @@ use super::{bin, sse_events, wait_for};
 /// A running server; SIGTERM and a wait on drop (SIGKILL if it does not stop).
 pub struct Server {
     child: Option<Child>,
+    /// A prompt store of its own where the test names none: the store outlives a server,
+    /// and a test's servers must not take up each other's prefixes (nor fill the user's
+    /// cache folder) unless the test asks for it.
+    _store: Option<tempfile::TempDir>,
     pub base: String,
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
@@ -32,6 +36,16 @@ impl Server {
         } else {
             &["-c", "1024"]
         };
+        let names_store = extra
+            .iter()
+            .any(|a| *a == "--prompt-cache-dir" || *a == "--prompt-cache-mb");
+        // On a disk, as the store requires (a temp folder may be in memory).
+        let store = (!names_store)
+            .then(|| tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a store folder"));
+        let store_args: Vec<&std::ffi::OsStr> = match &store {
+            Some(dir) => vec!["--prompt-cache-dir".as_ref(), dir.path().as_os_str()],
+            None => Vec::new(),
+        };
         let mut child = command
             .args([
                 "serve",
@@ -44,6 +58,7 @@ impl Server {
             ])
             .args(ctx)
             .args(extra)
+            .args(store_args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -66,6 +81,7 @@ impl Server {
             .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
         let server = Server {
             child: Some(child),
+            _store: store,
             base,
             stderr: log,
         };

@@ -7,6 +7,12 @@
 //! A loaded prefix holds the very KV bytes its slot computed, ending on a boundary of the
 //! session's split, so a prompt that keeps part of it gets the output a cold run gives,
 //! under the same rule as a slot's own cache (`prefix::reusable_prefix`).
+//!
+//! The store outlives its run through a [`StoreIndex`]: the entries as a later run with the
+//! same model and settings reads them back ([`PromptStore::restore`], which keeps only
+//! entries whose files are whole and re-establishes the invariants).
+
+use serde::{Deserialize, Serialize};
 
 use crate::prefix::SeqCache;
 
@@ -16,7 +22,7 @@ use crate::prefix::SeqCache;
 pub const MIN_STORED_GAIN_TOKENS: usize = 256;
 
 /// One saved prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredPrefix {
     pub id: u64,
     /// The tokens of the saved positions `0..len`: all exact (they end on a boundary).
@@ -63,6 +69,58 @@ impl PromptStore {
 
     pub fn get(&self, id: u64) -> Option<&StoredPrefix> {
         self.entries.iter().find(|e| e.id == id)
+    }
+
+    /// What a later run needs to take the store up again.
+    pub fn index(&self) -> StoreIndex {
+        StoreIndex {
+            next_id: self.next_id,
+            clock: self.clock,
+            entries: self.entries.clone(),
+        }
+    }
+
+    /// The store a run left in `index`, within `capacity_bytes`. `file_bytes(id)` is the
+    /// size of entry `id`'s file now (`None`: there is none). Entries are taken the most
+    /// recently used first; one is kept when its file has the size it was saved with, its id
+    /// is not taken by a more recent entry, no kept entry is a prefix of it or it of one,
+    /// and it fits.
+    /// Returns the store and the ids of the entries dropped, whose files must go.
+    pub fn restore(
+        capacity_bytes: u64,
+        index: StoreIndex,
+        mut file_bytes: impl FnMut(u64) -> Option<u64>,
+    ) -> (PromptStore, Vec<u64>) {
+        let mut store = PromptStore::new(capacity_bytes);
+        store.next_id = index.next_id;
+        store.clock = index.clock;
+        let mut candidates = index.entries;
+        candidates.sort_by_key(|e| std::cmp::Reverse(e.last_used));
+        let mut gone = Vec::new();
+        for e in candidates {
+            store.next_id = store.next_id.max(e.id);
+            store.clock = store.clock.max(e.last_used);
+            let whole = file_bytes(e.id) == Some(e.bytes);
+            let taken = store.entries.iter().any(|k| k.id == e.id);
+            // A valid index has no entry that is a prefix of another (invariant 2); where
+            // one does, the more recent entry stays.
+            let overlaps = store
+                .entries
+                .iter()
+                .any(|k| k.tokens.starts_with(&e.tokens) || e.tokens.starts_with(&k.tokens));
+            let fits = store.used_bytes + e.bytes <= capacity_bytes;
+            if taken {
+                // The id's file belongs to the more recent entry.
+                continue;
+            }
+            if !whole || overlaps || !fits {
+                gone.push(e.id);
+                continue;
+            }
+            store.used_bytes += e.bytes;
+            store.entries.push(e);
+        }
+        (store, gone)
     }
 
     /// The part of `cache` worth saving before a prompt that keeps only `keep` of its tokens
@@ -177,6 +235,14 @@ impl PromptStore {
     }
 }
 
+/// The store as a later run reads it back: its entries and its counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreIndex {
+    pub next_id: u64,
+    pub clock: u64,
+    pub entries: Vec<StoredPrefix>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,5 +320,78 @@ mod tests {
             store.best_for(100, |e| if e.id == a { 400 } else { 0 }),
             None
         );
+    }
+
+    #[test]
+    fn a_store_restored_from_its_index_is_the_same_store() {
+        let mut store = PromptStore::new(1000);
+        let (a, _) = saved(&mut store, tokens(0, 300), 40);
+        let (b, _) = saved(&mut store, tokens(1000, 300), 60);
+        store.touch(a);
+        let index = store.index();
+        let json = serde_json::to_string(&index).unwrap();
+        let back: StoreIndex = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, index);
+        let sizes = |id: u64| Some(if id == a { 40 } else { 60 });
+        let (restored, gone) = PromptStore::restore(1000, back, sizes);
+        restored.check();
+        assert!(gone.is_empty());
+        assert_eq!(restored.index(), index);
+        // Ids go on from where the run left them, and `a` stays the most recently used.
+        let mut restored = restored;
+        assert_eq!(restored.new_id(), b + 1);
+        let id = restored.new_id();
+        let mut small = restored;
+        small.capacity_bytes = 100;
+        assert_eq!(small.insert(id, tokens(2000, 300), 10), [b]);
+        small.check();
+    }
+
+    #[test]
+    fn restoring_keeps_only_whole_files_and_re_establishes_the_invariants() {
+        let entry = |id: u64, t: Vec<i32>, bytes: u64, last_used: u64| StoredPrefix {
+            id,
+            tokens: t,
+            bytes,
+            last_used,
+        };
+        let index = StoreIndex {
+            // Lower than the ids it holds: a later id must not be handed out twice.
+            next_id: 2,
+            clock: 1,
+            entries: vec![
+                entry(1, tokens(0, 300), 30, 5),
+                // Extends 1, which is more recent (no valid index has such a pair).
+                entry(2, tokens(0, 600), 60, 3),
+                // Its file was cut short (a crash during the save).
+                entry(3, tokens(1000, 300), 30, 9),
+                // The same id twice: the more recent one is kept.
+                entry(4, tokens(2000, 300), 30, 8),
+                entry(4, tokens(3000, 300), 30, 2),
+                // Least recently used, and no room left for it.
+                entry(5, tokens(4000, 300), 50, 1),
+                // Its file is gone.
+                entry(6, tokens(5000, 300), 30, 7),
+            ],
+        };
+        let sizes = |id: u64| match id {
+            3 => Some(12),
+            6 => None,
+            _ => Some([0, 30, 60, 0, 30, 50][id as usize]),
+        };
+        let (mut store, mut gone) = PromptStore::restore(100, index, sizes);
+        store.check();
+        gone.sort_unstable();
+        assert_eq!(gone, [2, 3, 5, 6]);
+        let mut kept: Vec<u64> = store.entries().iter().map(|e| e.id).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, [1, 4]);
+        assert_eq!(store.get(4).unwrap().tokens, tokens(2000, 300));
+        assert_eq!(store.used_bytes(), 60);
+        assert_eq!(store.new_id(), 7);
+        // An empty index is an empty store.
+        let (empty, gone) = PromptStore::restore(100, StoreIndex::default(), |_| None);
+        empty.check();
+        assert!(empty.entries().is_empty() && gone.is_empty());
     }
 }

@@ -34,14 +34,19 @@ pub struct ModelIdentity {
     files: Vec<FileIdentity>,
 }
 
+/// FNV-1a (64 bits) of `bytes`: a checksum against accidents, not adversaries.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 fn header_sum(path: &Path) -> std::io::Result<u64> {
     let mut buf = Vec::with_capacity(HEADER_SAMPLE as usize);
     std::fs::File::open(path)?
         .take(HEADER_SAMPLE)
         .read_to_end(&mut buf)?;
-    Ok(buf.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    }))
+    Ok(fnv1a(&buf))
 }
 
 fn identity(path: &Path, with_sum: bool) -> std::io::Result<FileIdentity> {
@@ -64,6 +69,17 @@ impl ModelIdentity {
                 .map(|p| identity(p, true))
                 .collect::<Result<_, _>>()?,
         })
+    }
+
+    /// The files' contents as far as the identity tells them, wherever they are: each
+    /// shard's size, modification time and header checksum, not its path or inode (a model
+    /// moved or copied with its times is the same model).
+    pub fn fingerprint(&self) -> String {
+        self.files
+            .iter()
+            .map(|f| format!("{}:{}:{:016x}", f.size, f.mtime_ns, f.header_sum))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// Compare with the files now: `metadata` only when `!with_sum` (cheap enough for every

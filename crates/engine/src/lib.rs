@@ -18,6 +18,7 @@ pub mod generation;
 #[allow(unsafe_code)]
 mod hook;
 pub mod integrity;
+pub mod prompt_folder;
 mod session;
 pub mod telemetry;
 

@@ -9,11 +9,14 @@ use std::sync::Arc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use epm_chat::{OutputParser, ToolCall};
+use epm_core::prompt_store::PromptStore;
+use epm_core::stats::RunStats;
 use epm_engine::generation::{
     Constraint, Event, EventSink, FinishReason, Generator, Job, SinkGoneProbe, TokenLogprob,
 };
 use epm_engine::integrity::ModelIdentity;
-use epm_engine::{Engine, EngineError, SamplingParams};
+use epm_engine::prompt_folder::{PromptFolder, StoreKey};
+use epm_engine::{Engine, EngineError, SamplingParams, SessionOptions};
 
 use crate::error::ApiError;
 use crate::output::{OutputAsk, OutputPlan};
@@ -377,6 +380,12 @@ pub(crate) fn engine_main(
             return;
         }
     };
+    let store = opts
+        .prompt_store
+        .filter(|_| session.can_store_prefixes())
+        .and_then(|(parent, capacity)| {
+            open_prompt_store(&parent, capacity, &identity, &opts.session, &opts.stats)
+        });
     let _ = state.loaded.set(Loaded {
         engine: engine.clone(),
         chat,
@@ -388,10 +397,50 @@ pub(crate) fn engine_main(
     let _ = loaded.send(Ok(()));
     tracing::info!("model loaded; serving");
     let mut generator = Generator::new(&mut session, state.generation.clone());
-    if let Some((dir, capacity)) = opts.prompt_store {
-        generator = generator.with_prompt_store(dir, capacity);
+    if let Some((folder, store)) = store {
+        generator = generator.with_prompt_store(folder, store);
     }
     generator.serve(&jobs, &state.server.stopping);
+    // A restarted server then answers the conversations it held without evaluating them.
+    generator.put_aside_for_next_run();
     drop(generator);
     session.finish();
+}
+
+/// The prompt store's folder under `parent` for this model and session, with what an
+/// earlier run left there (counted in the stats), or `None` (logged) where it cannot be
+/// opened: the server then runs without one.
+fn open_prompt_store(
+    parent: &std::path::Path,
+    capacity: u64,
+    identity: &ModelIdentity,
+    session: &SessionOptions,
+    stats: &RunStats,
+) -> Option<(PromptFolder, PromptStore)> {
+    let opened =
+        StoreKey::new(identity, session).and_then(|key| PromptFolder::open(parent, &key, capacity));
+    match opened {
+        Ok((folder, store, restored)) => {
+            stats.prefixes_restored.add(restored.entries);
+            stats.prefix_bytes_restored.add(restored.bytes);
+            if restored.entries > 0 || restored.dropped_files > 0 || restored.removed_folders > 0 {
+                tracing::info!(
+                    "prompt store {}: {} prefixes ({} bytes) from an earlier run; {} files and {} other folders removed",
+                    folder.dir().display(),
+                    restored.entries,
+                    restored.bytes,
+                    restored.dropped_files,
+                    restored.removed_folders
+                );
+            }
+            Some((folder, store))
+        }
+        Err(e) => {
+            tracing::warn!(
+                "prompt prefixes will not be put aside: the store in {} cannot be opened: {e}",
+                parent.display()
+            );
+            None
+        }
+    }
 }

@@ -63,8 +63,9 @@ pub struct ServerOptions {
     /// The disk's best probed speed (`--disk-probe`), to judge decode's reads against.
     pub disk_mb_per_s: Option<f64>,
     pub stats: Arc<RunStats>,
-    /// Where prompt prefixes are put aside, and how many bytes of files at most (`None`:
-    /// not at all); see `Generator::with_prompt_store`.
+    /// The folder under which prompt prefixes are put aside (in a folder per model and
+    /// settings, kept for the next run), and how many bytes of files at most (`None`: not
+    /// at all); see `epm_engine::prompt_folder`.
     pub prompt_store: Option<(std::path::PathBuf, u64)>,
 }
 

@@ -1,6 +1,6 @@
 //! Files: atomic replacement (a temporary name, fsync, rename), `O_DIRECT` streaming writes
 //! on threads of their own, outputs that leave nothing in the page cache, page-aligned
-//! buffers, and free space.
+//! buffers, free space, and an exclusive lock one process at a time holds.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -129,6 +129,28 @@ pub fn drop_from_cache(path: &Path) -> io::Result<()> {
         nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
     )
     .map_err(io::Error::from)
+}
+
+/// An exclusive advisory lock (`flock`) on a file, held until dropped, and by the kernel
+/// until the process ends however it ends: one process at a time uses what it guards.
+#[derive(Debug)]
+pub struct ExclusiveLock {
+    _held: nix::fcntl::Flock<File>,
+}
+
+/// Take the exclusive lock on `path` (created if absent) without waiting: `Ok(None)` when
+/// another open file holds it.
+pub fn try_lock_exclusive(path: &Path) -> io::Result<Option<ExclusiveLock>> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(held) => Ok(Some(ExclusiveLock { _held: held })),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(io::Error::from(e)),
+    }
 }
 
 /// A buffered file writer that drops what it wrote from the page cache as it goes: every
@@ -328,6 +350,19 @@ impl Write for DirectWriter {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_exclusive_lock_is_held_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let held = try_lock_exclusive(&path).unwrap().expect("free");
+        // A second open file description is refused while the first holds it.
+        assert!(try_lock_exclusive(&path).unwrap().is_none());
+        drop(held);
+        assert!(try_lock_exclusive(&path).unwrap().is_some());
+        // A folder that is not there is an error, not a lock.
+        assert!(try_lock_exclusive(&dir.path().join("no/lock")).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -49,6 +49,9 @@ pub struct RunStats {
     pub prefix_bytes_written: Counter,
     pub prefix_bytes_read: Counter,
     pub prefix_store_failures: Counter,
+    /// Prefixes an earlier run left that this run took up at its start, and their bytes.
+    pub prefixes_restored: Counter,
+    pub prefix_bytes_restored: Counter,
     /// Prompt tokens evaluated (prefilled), and prompt tokens whose KV was reused instead.
     pub prompt_tokens: Counter,
     pub reused_prompt_tokens: Counter,
@@ -135,6 +138,11 @@ pub struct PromptStoreSection {
     pub written_bytes: u64,
     pub read_bytes: u64,
     pub failures: u64,
+    /// Saved by an earlier run with the same model and settings, and taken up by this one.
+    #[serde(default)]
+    pub restored: u64,
+    #[serde(default)]
+    pub restored_bytes: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -566,6 +574,8 @@ impl RunStats {
                 written_bytes: self.prefix_bytes_written.get(),
                 read_bytes: self.prefix_bytes_read.get(),
                 failures: self.prefix_store_failures.get(),
+                restored: self.prefixes_restored.get(),
+                restored_bytes: self.prefix_bytes_restored.get(),
             },
         }
     }

@@ -19,7 +19,7 @@ pub mod text;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use epm_core::prefix::SeqCache;
 use epm_core::prompt_store::PromptStore;
+
+use crate::prompt_folder::PromptFolder;
 use epm_core::stats::RunStats;
 use epm_sys::proc::{self, Pid};
 
@@ -421,27 +423,68 @@ pub struct Generator<'b, B: Backend> {
 impl<B: Backend> Drop for Generator<'_, B> {
     fn drop(&mut self) {
         if let Some(files) = &self.store {
-            let ids: Vec<u64> = files.store.entries().iter().map(|e| e.id).collect();
-            files.forget(&ids);
+            if files.folder.persistent() {
+                files.save_index();
+            } else {
+                let ids: Vec<u64> = files.store.entries().iter().map(|e| e.id).collect();
+                files.folder.forget(&ids);
+            }
         }
     }
 }
 
-/// The prompt store and the folder its files are in (`prefix-<id>.kv`).
+/// The prompt store and the folder its files are in.
 struct StoreFiles {
     store: PromptStore,
-    dir: PathBuf,
+    folder: PromptFolder,
 }
 
 impl StoreFiles {
-    fn path(&self, id: u64) -> PathBuf {
-        self.dir.join(format!("prefix-{id}.kv"))
+    /// Record the store's entries for the next run (where the folder outlives this one); a
+    /// failure costs only that reuse.
+    fn save_index(&self) {
+        if let Err(e) = self.folder.save_index(&self.store) {
+            tracing::warn!(
+                "the prompt store's index in {} could not be written: {e}",
+                self.folder.dir().display()
+            );
+        }
     }
 
-    fn forget(&self, ids: &[u64]) {
-        for &id in ids {
-            let _ = std::fs::remove_file(self.path(id));
+    /// Save `slot`'s cache when what a prompt that keeps only `keep` of it would lose is
+    /// worth a file; the sequence then holds the saved part at most. Returns whether it
+    /// tried (the store may have changed).
+    fn put_aside<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        slot: &mut Slot<B::Sampler>,
+        keep: usize,
+    ) -> bool {
+        let Some(tokens) = self
+            .store
+            .worth_saving(&slot.cache, keep)
+            .map(<[i32]>::to_vec)
+        else {
+            return false;
+        };
+        let stats = backend.stats().clone();
+        let id = self.store.new_id();
+        let path = self.folder.path(id);
+        match backend.save_prefix(slot.seq, &tokens, &path) {
+            Ok(bytes) => {
+                stats.prefixes_saved.inc();
+                stats.prefix_bytes_written.add(bytes);
+                let gone = self.store.insert(id, tokens, bytes);
+                self.folder.forget(&gone);
+            }
+            Err(e) => {
+                stats.prefix_store_failures.inc();
+                tracing::warn!("a prompt prefix could not be put aside: {e}");
+                self.folder.forget(&[id]);
+            }
         }
+        slot.cache.tokens.truncate(slot.cache.exact);
+        true
     }
 }
 
@@ -467,19 +510,32 @@ impl<'b, B: Backend> Generator<'b, B> {
         }
     }
 
-    /// Put a slot's cache aside in `dir`, up to `capacity_bytes` of files, when another
-    /// prompt is about to take its place, and load it back for a later prompt that keeps
-    /// more of it than of any slot's cache (`epm_core::prompt_store`). Nothing where the
-    /// backend cannot store prefixes or the capacity is 0. The files are deleted as they are
-    /// forgotten; `dir` itself is the caller's.
-    pub fn with_prompt_store(mut self, dir: PathBuf, capacity_bytes: u64) -> Self {
-        if capacity_bytes > 0 && self.backend.can_store_prefixes() {
-            self.store = Some(StoreFiles {
-                store: PromptStore::new(capacity_bytes),
-                dir,
-            });
+    /// Put a slot's cache aside in `folder`, within `store`'s capacity, when another prompt
+    /// is about to take its place, and load it back for a later prompt that keeps more of
+    /// it than of any slot's cache (`epm_core::prompt_store`); `store` holds what an earlier
+    /// run left in a folder that outlives its run. Nothing where the backend cannot store
+    /// prefixes. The files are deleted as they are forgotten, and all of them at the end
+    /// unless the folder outlives the run.
+    pub fn with_prompt_store(mut self, folder: PromptFolder, store: PromptStore) -> Self {
+        if self.backend.can_store_prefixes() {
+            self.store = Some(StoreFiles { store, folder });
         }
         self
+    }
+
+    /// Before the run ends: put every slot's cache aside for the next run, where the store's
+    /// folder outlives this one (a restarted server then answers a known conversation or
+    /// system prompt without evaluating it again). Nothing otherwise.
+    pub fn put_aside_for_next_run(&mut self) {
+        let Some(files) = self.store.as_mut().filter(|f| f.folder.persistent()) else {
+            return;
+        };
+        for slot in &mut self.slots {
+            if slot.running.is_none() {
+                files.put_aside(&mut *self.backend, slot, 0);
+            }
+        }
+        files.save_index();
     }
 
     pub fn backend(&mut self) -> &mut B {
@@ -945,36 +1001,15 @@ impl<'b, B: Backend> Generator<'b, B> {
             }
             None => have,
         };
-        if let Some(tokens) = files
-            .store
-            .worth_saving(&slot.cache, keep)
-            .map(<[i32]>::to_vec)
-        {
-            let id = files.store.new_id();
-            let path = files.path(id);
-            match backend.save_prefix(slot.seq, &tokens, &path) {
-                Ok(bytes) => {
-                    stats.prefixes_saved.inc();
-                    stats.prefix_bytes_written.add(bytes);
-                    let gone = files.store.insert(id, tokens, bytes);
-                    files.forget(&gone);
-                }
-                Err(e) => {
-                    stats.prefix_store_failures.inc();
-                    tracing::warn!("a prompt prefix could not be put aside: {e}");
-                    files.forget(&[id]);
-                }
+        let saved = files.put_aside(backend, slot, keep);
+        let Some(entry) = best.and_then(|(id, _)| files.store.get(id).cloned()) else {
+            if saved {
+                files.save_index();
             }
-            // The sequence now holds the saved part at most.
-            slot.cache.tokens.truncate(slot.cache.exact);
-        }
-        let Some((id, _)) = best else {
             return;
         };
-        let Some(entry) = files.store.get(id).cloned() else {
-            return;
-        };
-        let path = files.path(id);
+        let id = entry.id;
+        let path = files.folder.path(id);
         match backend.load_prefix(slot.seq, &entry.tokens, &path, entry.bytes) {
             Ok(()) => {
                 stats.prefixes_loaded.inc();
@@ -988,10 +1023,11 @@ impl<'b, B: Backend> Generator<'b, B> {
                 stats.prefix_store_failures.inc();
                 tracing::warn!("a stored prompt prefix could not be loaded: {e}");
                 files.store.remove(id);
-                files.forget(&[id]);
+                files.folder.forget(&[id]);
                 slot.cache = SeqCache::default();
             }
         }
+        files.save_index();
     }
 
     fn slot_idle(&self, i: usize) {

@@ -40,7 +40,6 @@ struct Fake {
     /// Set before the probe is asked: a client that goes while its ubatch computes.
     close_during_prefill: Option<Arc<AtomicBool>>,
     /// Saved prefixes by file, and whether loading them fails.
-    files: HashMap<std::path::PathBuf, Vec<i32>>,
     fail_loads: bool,
 }
 
@@ -58,7 +57,6 @@ impl Fake {
             stats: Arc::default(),
             probed_gone: Vec::new(),
             close_during_prefill: None,
-            files: HashMap::new(),
             fail_loads: false,
         }
     }
@@ -127,23 +125,37 @@ impl Backend for Fake {
     fn can_store_prefixes(&self) -> bool {
         true
     }
+    /// A file of 100 bytes per token that starts with the tokens, as a real one would
+    /// (another run's fake reads it back).
     fn save_prefix(&mut self, _: i32, tokens: &[i32], path: &Path) -> Result<u64, EngineError> {
-        self.files.insert(path.to_path_buf(), tokens.to_vec());
-        Ok(tokens.len() as u64 * 100)
+        let mut bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+        bytes.resize(tokens.len() * 100, 0);
+        std::fs::write(path, &bytes).map_err(|e| EngineError::PromptStore {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(bytes.len() as u64)
     }
     fn load_prefix(
         &mut self,
         _: i32,
         tokens: &[i32],
         path: &Path,
-        _: u64,
+        bytes: u64,
     ) -> Result<(), EngineError> {
-        match self.files.get(path) {
-            Some(t) if t == tokens && !self.fail_loads => Ok(()),
-            _ => Err(EngineError::PromptStore {
+        let file = std::fs::read(path).unwrap_or_default();
+        let held: Vec<i32> = file
+            .chunks_exact(4)
+            .take(tokens.len())
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        if held == tokens && file.len() as u64 == bytes && !self.fail_loads {
+            Ok(())
+        } else {
+            Err(EngineError::PromptStore {
                 path: path.to_path_buf(),
                 reason: "not saved".into(),
-            }),
+            })
         }
     }
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
@@ -467,7 +479,10 @@ fn each_prefill_gets_its_own_jobs_live_gone_probe() {
 /// A conversation of 301 tokens, then a short request in the only slot, then the
 /// conversation again with a new turn.
 fn conversation_around_a_side_request(fake: &mut Fake) -> Vec<Prefilled> {
-    let mut g = generator(fake).with_prompt_store(std::env::temp_dir(), 1 << 20);
+    let parent = tempfile::tempdir().unwrap();
+    let (folder, store) = PromptFolder::private(parent.path(), 1 << 20).unwrap();
+    let dir = folder.dir().to_path_buf();
+    let mut g = generator(fake).with_prompt_store(folder, store);
     let mut first: Vec<i32> = vec![1];
     first.extend([4; 300]);
     let mut next = first.clone();
@@ -477,8 +492,47 @@ fn conversation_around_a_side_request(fake: &mut Fake) -> Vec<Prefilled> {
         g.submit(j);
         g.run_until_idle();
     }
+    // A folder of the run's own: nothing is put aside for a next run, and it goes.
+    g.put_aside_for_next_run();
     drop(g);
+    assert!(!dir.exists());
     fake.prefills.iter().map(|p| p.1).collect()
+}
+
+#[test]
+fn a_conversation_put_aside_at_the_end_of_a_run_is_loaded_back_by_the_next_run() {
+    let parent = tempfile::tempdir().unwrap();
+    let key = crate::prompt_folder::StoreKey::for_tests("run");
+    let mut conversation: Vec<i32> = vec![1];
+    conversation.extend([4; 300]);
+    let mut next_turn = conversation.clone();
+    next_turn.extend([5, 5]);
+    let run = |prompt: &[i32]| {
+        let mut fake = Fake::new(1, &[(1, &[1])]);
+        fake.n_ctx = 4096;
+        let (folder, store, restored) = PromptFolder::open(parent.path(), &key, 1 << 20).unwrap();
+        let mut g = generator(&mut fake).with_prompt_store(folder, store);
+        let (j, _) = job(prompt, 1, &[]);
+        g.submit(j);
+        g.run_until_idle();
+        g.put_aside_for_next_run();
+        drop(g);
+        let st = fake.stats.snapshot(Default::default()).prompt_store;
+        (fake.prefills[0].1, restored, st)
+    };
+    let (first, restored, st) = run(&conversation);
+    assert_eq!((first.reused, restored.entries), (0, 0));
+    assert_eq!((st.saved, st.loaded), (1, 0), "put aside at the end");
+    // The next run starts with it and keeps the whole conversation.
+    let (second, restored, st) = run(&next_turn);
+    assert_eq!((restored.entries, restored.bytes), (1, 30_100));
+    assert_eq!((second.reused, second.evaluated), (301, 2));
+    assert_eq!((st.loaded, st.failures), (1, 0));
+    // Its own cache extends the stored prefix: that one is replaced by the longer one.
+    assert_eq!(st.saved, 1);
+    let (third, restored, _) = run(&next_turn);
+    assert_eq!((restored.entries, restored.bytes), (1, 30_300));
+    assert_eq!(third.reused, 302);
 }
 
 #[test]
