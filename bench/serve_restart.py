@@ -42,7 +42,7 @@ def main():
         seeds, commands = {}, {}
         for name, binary in bins.items():
             os.makedirs(stores[name])
-            report, _ = session(binary, a.model, a.budget_mb, stores[name], 1, os.path.join(work, f"seed-{name}.json"))
+            report, _ = session(binary, a.model, a.budget_mb, stores[name], 2, os.path.join(work, f"seed-{name}.json"))
             seeds[name] = {"first_ttft_s": report["first_ttft_s"], "prompt_store": report["prompt_store"]}
             print(name, "seed", seeds[name], flush=True)
         runs = {name: [] for name in bins}

@@ -368,6 +368,24 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
     assert_eq!((st.restored, st.loaded, st.failures), (2, 2, 0), "{st:?}");
     assert_eq!(st.restored_bytes, st.read_bytes, "{st:?}");
     drop(restarted);
+    // A file of the right size whose bytes changed on disk is refused before llama.cpp
+    // reads it: the prompt is evaluated whole and the reply is still a cold server's.
+    for e in std::fs::read_dir(folder()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension() == Some("kv".as_ref()) {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x40;
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let damaged = Server::start(&model, &args);
+    let a = damaged.chat(&agent_request(&system, "Explain the change."));
+    assert_eq!(cached_tokens(&a), 0);
+    assert_same_reply(&a, &cold_a);
+    let st = live_stats(&damaged).prompt_store;
+    assert_eq!((st.restored, st.loaded, st.failures), (2, 0, 1), "{st:?}");
+    drop(damaged);
     // Other settings (here the ubatch) compute other KV bytes: their own folder, nothing
     // taken up, and the output of a cold server.
     let mut other = args.clone();
@@ -618,6 +636,28 @@ fn sigterm_during_a_stream_ends_it_and_exits_cleanly() {
         "{last_json}"
     );
     let status = s.stop();
+    assert!(status.success(), "exit status {status}");
+    let st = stats(&stats_path);
+    assert!(st.complete && st.tokens.generated > 0);
+}
+
+/// Closing the terminal a server runs in (SIGHUP) stops it as SIGTERM does: exit 0, its
+/// stats written, its conversations put aside for the next run.
+#[test]
+fn sighup_stops_the_server_as_sigterm_does() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let stats_path = dir.path().join("serve-stats.json");
+    let mut s = Server::start(&model, &["--stats-file", stats_path.to_str().unwrap()]);
+    s.chat(
+        &json!({"messages": messages("Be brief.", "Hello."), "max_tokens": 4, "temperature": 0}),
+    );
+    let _ = Command::new("kill")
+        .args(["-HUP", &s.pid().to_string()])
+        .status();
+    let status = s.try_status().unwrap();
+    // Killed by the signal, it would have neither exited 0 nor written its stats.
     assert!(status.success(), "exit status {status}");
     let st = stats(&stats_path);
     assert!(st.complete && st.tokens.generated > 0);

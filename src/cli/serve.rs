@@ -163,18 +163,34 @@ pub fn run(a: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Resolves on the first SIGTERM or Ctrl-C.
+/// Resolves on the first SIGTERM, SIGHUP (the terminal it runs in was closed) or Ctrl-C:
+/// each stops the server the same way, its streams ending with a final event, its slots'
+/// conversations put aside for the next run and its stats written.
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot listen for SIGTERM: {e}");
-            return std::future::pending().await;
+    let listen = |kind: SignalKind, name: &str| {
+        signal(kind)
+            .map_err(|e| tracing::error!("cannot listen for {name}: {e}"))
+            .ok()
+    };
+    let (mut term, mut hup) = (
+        listen(SignalKind::terminate(), "SIGTERM"),
+        listen(SignalKind::hangup(), "SIGHUP"),
+    );
+    let received = |s: &mut Option<tokio::signal::unix::Signal>| {
+        let s = s.take();
+        async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
         }
     };
     tokio::select! {
-        _ = term.recv() => {}
+        _ = received(&mut term) => {}
+        _ = received(&mut hup) => {}
         _ = tokio::signal::ctrl_c() => {}
     }
     eprintln!("shutting down: no new requests; open streams end with a final event");

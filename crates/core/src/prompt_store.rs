@@ -21,6 +21,15 @@ use crate::prefix::SeqCache;
 /// to write and read back.
 pub const MIN_STORED_GAIN_TOKENS: usize = 256;
 
+/// A saved prefix's file as it was written: its size, and a checksum of its bytes that is
+/// checked before the file is read back (a file of the right size with other bytes would
+/// otherwise load as KV and change outputs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedFile {
+    pub bytes: u64,
+    pub sum: u64,
+}
+
 /// One saved prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredPrefix {
@@ -29,7 +38,19 @@ pub struct StoredPrefix {
     pub tokens: Vec<i32>,
     /// The size of its file.
     pub bytes: u64,
+    /// Its file's checksum ([`SavedFile::sum`]).
+    pub sum: u64,
     last_used: u64,
+}
+
+impl StoredPrefix {
+    /// What its file was written as.
+    pub fn file(&self) -> SavedFile {
+        SavedFile {
+            bytes: self.bytes,
+            sum: self.sum,
+        }
+    }
 }
 
 /// The saved prefixes, least recently used forgotten first.
@@ -143,10 +164,11 @@ impl PromptStore {
         self.next_id
     }
 
-    /// Record the prefix saved as `id`: `tokens`, in a file of `bytes`. Returns the ids whose
-    /// files must go: entries it extends, then the least recently used until it fits, or
-    /// `id` itself when it alone is larger than the store.
-    pub fn insert(&mut self, id: u64, tokens: Vec<i32>, bytes: u64) -> Vec<u64> {
+    /// Record the prefix saved as `id`: `tokens`, in `file`. Returns the ids whose files
+    /// must go: entries it extends, then the least recently used until it fits, or `id`
+    /// itself when it alone is larger than the store.
+    pub fn insert(&mut self, id: u64, tokens: Vec<i32>, file: SavedFile) -> Vec<u64> {
+        let bytes = file.bytes;
         if bytes > self.capacity_bytes {
             return vec![id];
         }
@@ -173,6 +195,7 @@ impl PromptStore {
             id,
             tokens,
             bytes,
+            sum: file.sum,
             last_used: self.clock,
         });
         gone
@@ -251,9 +274,13 @@ mod tests {
         (from..from + n as i32).collect()
     }
 
+    fn file(bytes: u64) -> SavedFile {
+        SavedFile { bytes, sum: bytes }
+    }
+
     fn saved(store: &mut PromptStore, t: Vec<i32>, bytes: u64) -> (u64, Vec<u64>) {
         let id = store.new_id();
-        let gone = store.insert(id, t, bytes);
+        let gone = store.insert(id, t, file(bytes));
         store.check();
         (id, gone)
     }
@@ -292,7 +319,7 @@ mod tests {
         assert!(store.get(b).is_some());
         // Larger than the store: not kept.
         let id = store.new_id();
-        assert_eq!(store.insert(id, tokens(5000, 300), 101), [id]);
+        assert_eq!(store.insert(id, tokens(5000, 300), file(101)), [id]);
         store.check();
         assert!(store.get(id).is_none());
     }
@@ -343,7 +370,7 @@ mod tests {
         let id = restored.new_id();
         let mut small = restored;
         small.capacity_bytes = 100;
-        assert_eq!(small.insert(id, tokens(2000, 300), 10), [b]);
+        assert_eq!(small.insert(id, tokens(2000, 300), file(10)), [b]);
         small.check();
     }
 
@@ -353,6 +380,7 @@ mod tests {
             id,
             tokens: t,
             bytes,
+            sum: 0,
             last_used,
         };
         let index = StoreIndex {

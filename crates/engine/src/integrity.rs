@@ -41,6 +41,20 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// A checksum of a whole file's bytes: the first eight bytes of its SHA-256 (the CPU's SHA
+/// instructions where it has them: about a tenth of a second for a 200 MB file).
+pub fn file_sum(path: &Path) -> std::io::Result<u64> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    let digest = hasher.finalize();
+    Ok(u64::from_le_bytes(
+        digest[..8]
+            .try_into()
+            .expect("a SHA-256 digest has 32 bytes"),
+    ))
+}
+
 fn header_sum(path: &Path) -> std::io::Result<u64> {
     let mut buf = Vec::with_capacity(HEADER_SAMPLE as usize);
     std::fs::File::open(path)?

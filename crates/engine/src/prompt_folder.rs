@@ -352,6 +352,7 @@ fn trim_other_folders(parent: &Path, ours: &Path, capacity_bytes: u64) -> io::Re
 mod tests {
     use super::*;
     use epm_core::prefix::PromptCuts;
+    use epm_core::prompt_store::SavedFile;
 
     fn session(n_ubatch: u32) -> SessionOptions {
         SessionOptions {
@@ -373,7 +374,11 @@ mod tests {
     fn save(folder: &PromptFolder, store: &mut PromptStore, tokens: Vec<i32>, bytes: usize) -> u64 {
         let id = store.new_id();
         std::fs::write(folder.path(id), vec![1u8; bytes]).unwrap();
-        let gone = store.insert(id, tokens, bytes as u64);
+        let file = SavedFile {
+            bytes: bytes as u64,
+            sum: 0,
+        };
+        let gone = store.insert(id, tokens, file);
         folder.forget(&gone);
         folder.save_index(store).unwrap();
         id
@@ -529,10 +534,17 @@ mod tests {
         let first = save(&folder, &mut store, (0..300).collect(), 40_000);
         let room = CAPACITY - others;
         let id = store.new_id();
-        assert_eq!(store.insert(id, (5000..5300).collect(), room), vec![first]);
+        let file = |bytes| SavedFile { bytes, sum: 0 };
+        assert_eq!(
+            store.insert(id, (5000..5300).collect(), file(room)),
+            vec![first]
+        );
         assert_eq!(store.used_bytes(), room);
         let id = store.new_id();
-        assert_eq!(store.insert(id, (6000..6300).collect(), room + 1), vec![id]);
+        assert_eq!(
+            store.insert(id, (6000..6300).collect(), file(room + 1)),
+            vec![id]
+        );
         drop(held);
     }
 }

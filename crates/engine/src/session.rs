@@ -13,6 +13,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use epm_core::pager::Phase;
 use epm_core::prefix::{self, PromptSplit, SeqCache};
+use epm_core::prompt_store::SavedFile;
 use epm_core::stats::RunStats;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::engine::{Engine, SessionOptions};
 use crate::error::EngineError;
 use crate::generation::text::Utf8State;
 use crate::hook::{attach, GoneProbe, HookedContext, Stopped};
+use crate::integrity::file_sum;
 
 /// How to pick the next token.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -496,15 +498,16 @@ impl<'e> Session<'e> {
     }
 
     /// Save the KV of sequence `seq`'s first `tokens.len()` positions, which hold `tokens`,
-    /// to `path` (positions past them are dropped first). The file passes through the page
-    /// cache, so the expert cache gives up its size meanwhile, and it is dropped from the
-    /// cache after. Returns its size.
+    /// to `path` (positions past them are dropped first), and its checksum. The file passes
+    /// through the page cache, so the expert cache gives up its size meanwhile, and it is
+    /// dropped from the cache after (synced first: a file a later run may read must be
+    /// whole on disk).
     pub fn save_prefix(
         &mut self,
         seq: i32,
         tokens: &[i32],
         path: &std::path::Path,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<SavedFile, EngineError> {
         let failed = |reason: String| EngineError::PromptStore {
             path: path.to_path_buf(),
             reason,
@@ -519,12 +522,21 @@ impl<'e> Session<'e> {
             llama_cpp_2::context::session::LlamaStateSeqFlags::empty(),
         ) as u64;
         let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
-        let (saved, dropped) = self.with_file_room(size, path, |s| {
-            s.hooked.ctx().state_seq_save_file(path, seq, &ids)
+        let ((saved, sum), dropped) = self.with_file_room(size, path, |s| {
+            let saved = s.hooked.ctx().state_seq_save_file(path, seq, &ids);
+            // Read back while the file is still in the page cache.
+            let sum = saved.as_ref().ok().map(|_| file_sum(path));
+            (saved, sum)
         });
         let written = saved.map_err(|e| failed(format!("llama.cpp could not save it: {e}")))?;
+        let sum = sum
+            .expect("a saved file is summed")
+            .map_err(|e| failed(format!("it cannot be read back: {e}")))?;
         dropped.map_err(|e| failed(e.to_string()))?;
-        Ok(written as u64)
+        Ok(SavedFile {
+            bytes: written as u64,
+            sum,
+        })
     }
 
     /// Run `io`, which has llama.cpp write or read the `bytes` of `path` through the page
@@ -544,32 +556,51 @@ impl<'e> Session<'e> {
     }
 
     /// Load into sequence `seq` (whose cache is dropped first) the prefix that
-    /// [`save_prefix`](Self::save_prefix) saved to `path` with `tokens`, `bytes` long. On an
-    /// error the sequence holds nothing.
+    /// [`save_prefix`](Self::save_prefix) saved to `path` with `tokens`, written as `file`.
+    /// A file of another size or checksum is refused before llama.cpp reads it. On an error
+    /// the sequence holds nothing.
     pub fn load_prefix(
         &mut self,
         seq: i32,
         tokens: &[i32],
         path: &std::path::Path,
-        bytes: u64,
+        file: SavedFile,
     ) -> Result<(), EngineError> {
         self.clear(seq);
-        let (loaded, _) = self.with_file_room(bytes, path, |s| {
+        let refused = |reason: String| EngineError::PromptStore {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let (loaded, _) = self.with_file_room(file.bytes, path, |s| {
+            // Summed first (the read leaves the file in the page cache for llama.cpp's).
+            let on_disk = std::fs::metadata(path).map(|m| m.len());
+            match on_disk {
+                Ok(n) if n != file.bytes => {
+                    return Err(format!("it has {n} bytes, not the {} written", file.bytes))
+                }
+                Err(e) => return Err(format!("it cannot be read: {e}")),
+                Ok(_) => {}
+            }
+            match file_sum(path) {
+                Ok(sum) if sum != file.sum => {
+                    return Err("its bytes are not those written (checksum)".into())
+                }
+                Err(e) => return Err(format!("it cannot be read: {e}")),
+                Ok(_) => {}
+            }
             s.hooked
                 .ctx_mut()
                 .state_seq_load_file(path, seq, tokens.len())
+                .map_err(|e| format!("llama.cpp could not load it: {e}"))
         });
         let same = matches!(&loaded, Ok((ids, _)) if ids.len() == tokens.len()
             && ids.iter().zip(tokens).all(|(a, &b)| a.0 == b));
         if !same || self.held_tokens(seq) != tokens.len() {
             self.clear(seq);
-            return Err(EngineError::PromptStore {
-                path: path.to_path_buf(),
-                reason: match loaded {
-                    Err(e) => format!("llama.cpp could not load it: {e}"),
-                    Ok(_) => "it held other tokens than were saved".into(),
-                },
-            });
+            return Err(refused(match loaded {
+                Err(reason) => reason,
+                Ok(_) => "it held other tokens than were saved".into(),
+            }));
         }
         Ok(())
     }

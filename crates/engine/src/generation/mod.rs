@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use epm_core::prefix::SeqCache;
-use epm_core::prompt_store::PromptStore;
+use epm_core::prompt_store::{PromptStore, SavedFile};
 
 use crate::prompt_folder::PromptFolder;
 use epm_core::stats::RunStats;
@@ -70,16 +70,21 @@ pub trait Backend {
     /// Whether sequences can be saved to files and loaded back part by part.
     fn can_store_prefixes(&self) -> bool;
     /// Save `seq`'s first `tokens.len()` positions (which hold `tokens`) to `path`,
-    /// dropping the positions past them; returns the file's size.
-    fn save_prefix(&mut self, seq: i32, tokens: &[i32], path: &Path) -> Result<u64, EngineError>;
-    /// Make `seq` hold what `save_prefix` saved to `path` (`tokens`, `bytes` long); on an
-    /// error it holds nothing.
+    /// dropping the positions past them; returns the file's size and checksum.
+    fn save_prefix(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        path: &Path,
+    ) -> Result<SavedFile, EngineError>;
+    /// Make `seq` hold what `save_prefix` saved to `path` (`tokens`, written as `file`); on
+    /// an error (a file that is not as it was written among them) it holds nothing.
     fn load_prefix(
         &mut self,
         seq: i32,
         tokens: &[i32],
         path: &Path,
-        bytes: u64,
+        file: SavedFile,
     ) -> Result<(), EngineError>;
     /// One decode step of every sequence in `steps`; the logits of step `i` are at `i`.
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError>;
@@ -124,7 +129,12 @@ impl Backend for Session<'_> {
     fn can_store_prefixes(&self) -> bool {
         Session::can_store_prefixes(self)
     }
-    fn save_prefix(&mut self, seq: i32, tokens: &[i32], path: &Path) -> Result<u64, EngineError> {
+    fn save_prefix(
+        &mut self,
+        seq: i32,
+        tokens: &[i32],
+        path: &Path,
+    ) -> Result<SavedFile, EngineError> {
         Session::save_prefix(self, seq, tokens, path)
     }
     fn load_prefix(
@@ -132,9 +142,9 @@ impl Backend for Session<'_> {
         seq: i32,
         tokens: &[i32],
         path: &Path,
-        bytes: u64,
+        file: SavedFile,
     ) -> Result<(), EngineError> {
-        Session::load_prefix(self, seq, tokens, path, bytes)
+        Session::load_prefix(self, seq, tokens, path, file)
     }
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
         Session::decode(self, steps)
@@ -471,10 +481,10 @@ impl StoreFiles {
         let id = self.store.new_id();
         let path = self.folder.path(id);
         match backend.save_prefix(slot.seq, &tokens, &path) {
-            Ok(bytes) => {
+            Ok(file) => {
                 stats.prefixes_saved.inc();
-                stats.prefix_bytes_written.add(bytes);
-                let gone = self.store.insert(id, tokens, bytes);
+                stats.prefix_bytes_written.add(file.bytes);
+                let gone = self.store.insert(id, tokens, file);
                 self.folder.forget(&gone);
             }
             Err(e) => {
@@ -530,12 +540,12 @@ impl<'b, B: Backend> Generator<'b, B> {
         let Some(files) = self.store.as_mut().filter(|f| f.folder.persistent()) else {
             return;
         };
+        // The index after each save: a stop cut short keeps the saves done before it.
         for slot in &mut self.slots {
-            if slot.running.is_none() {
-                files.put_aside(&mut *self.backend, slot, 0);
+            if slot.running.is_none() && files.put_aside(&mut *self.backend, slot, 0) {
+                files.save_index();
             }
         }
-        files.save_index();
     }
 
     pub fn backend(&mut self) -> &mut B {
@@ -1010,7 +1020,7 @@ impl<'b, B: Backend> Generator<'b, B> {
         };
         let id = entry.id;
         let path = files.folder.path(id);
-        match backend.load_prefix(slot.seq, &entry.tokens, &path, entry.bytes) {
+        match backend.load_prefix(slot.seq, &entry.tokens, &path, entry.file()) {
             Ok(()) => {
                 stats.prefixes_loaded.inc();
                 stats.prefix_bytes_read.add(entry.bytes);

@@ -126,30 +126,44 @@ impl Backend for Fake {
         true
     }
     /// A file of 100 bytes per token that starts with the tokens, as a real one would
-    /// (another run's fake reads it back).
-    fn save_prefix(&mut self, _: i32, tokens: &[i32], path: &Path) -> Result<u64, EngineError> {
-        let mut bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
-        bytes.resize(tokens.len() * 100, 0);
-        std::fs::write(path, &bytes).map_err(|e| EngineError::PromptStore {
+    /// (another run's fake reads it back), and its checksum.
+    fn save_prefix(
+        &mut self,
+        _: i32,
+        tokens: &[i32],
+        path: &Path,
+    ) -> Result<SavedFile, EngineError> {
+        let failed = |e: std::io::Error| EngineError::PromptStore {
             path: path.to_path_buf(),
             reason: e.to_string(),
-        })?;
-        Ok(bytes.len() as u64)
+        };
+        let mut bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+        bytes.resize(tokens.len() * 100, 0);
+        std::fs::write(path, &bytes).map_err(failed)?;
+        Ok(SavedFile {
+            bytes: bytes.len() as u64,
+            sum: crate::integrity::file_sum(path).map_err(failed)?,
+        })
     }
     fn load_prefix(
         &mut self,
         _: i32,
         tokens: &[i32],
         path: &Path,
-        bytes: u64,
+        file: SavedFile,
     ) -> Result<(), EngineError> {
-        let file = std::fs::read(path).unwrap_or_default();
-        let held: Vec<i32> = file
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let held: Vec<i32> = bytes
             .chunks_exact(4)
             .take(tokens.len())
             .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
             .collect();
-        if held == tokens && file.len() as u64 == bytes && !self.fail_loads {
+        let sum = crate::integrity::file_sum(path).ok();
+        if held == tokens
+            && bytes.len() as u64 == file.bytes
+            && sum == Some(file.sum)
+            && !self.fail_loads
+        {
             Ok(())
         } else {
             Err(EngineError::PromptStore {
