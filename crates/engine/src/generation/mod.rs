@@ -27,13 +27,12 @@ use std::time::{Duration, Instant};
 
 use epm_core::prefix::SeqCache;
 use epm_core::prompt_store::{PromptStore, SavedFile};
-
-use crate::prompt_folder::PromptFolder;
 use epm_core::stats::RunStats;
 use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
 use crate::hook::GoneProbe;
+use crate::prompt_folder::PromptFolder;
 use crate::session::{PrefillProgress, Prefilled, Sampler, SamplingParams, Session, Step};
 use epm_chat::{OutputParser, Piece};
 use text::{StopMatcher, Utf8Stream};
@@ -430,15 +429,12 @@ pub struct Generator<'b, B: Backend> {
     store: Option<StoreFiles>,
 }
 
+/// The index of a folder that outlives the run is written last; a folder of the run's own
+/// goes with its files when the `PromptFolder` drops.
 impl<B: Backend> Drop for Generator<'_, B> {
     fn drop(&mut self) {
         if let Some(files) = &self.store {
-            if files.folder.persistent() {
-                files.save_index();
-            } else {
-                let ids: Vec<u64> = files.store.entries().iter().map(|e| e.id).collect();
-                files.folder.forget(&ids);
-            }
+            files.save_index();
         }
     }
 }
