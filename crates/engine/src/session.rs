@@ -522,21 +522,22 @@ impl<'e> Session<'e> {
             llama_cpp_2::context::session::LlamaStateSeqFlags::empty(),
         ) as u64;
         let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
-        let ((saved, sum), dropped) = self.with_file_room(size, path, |s| {
-            let saved = s.hooked.ctx().state_seq_save_file(path, seq, &ids);
+        let (saved, dropped) = self.with_file_room(size, path, |s| {
+            let written = s
+                .hooked
+                .ctx()
+                .state_seq_save_file(path, seq, &ids)
+                .map_err(|e| format!("llama.cpp could not save it: {e}"))?;
             // Read back while the file is still in the page cache.
-            let sum = saved.as_ref().ok().map(|_| file_sum(path));
-            (saved, sum)
+            let sum = file_sum(path).map_err(|e| format!("it cannot be read back: {e}"))?;
+            Ok::<_, String>(SavedFile {
+                bytes: written as u64,
+                sum,
+            })
         });
-        let written = saved.map_err(|e| failed(format!("llama.cpp could not save it: {e}")))?;
-        let sum = sum
-            .expect("a saved file is summed")
-            .map_err(|e| failed(format!("it cannot be read back: {e}")))?;
+        let file = saved.map_err(failed)?;
         dropped.map_err(|e| failed(e.to_string()))?;
-        Ok(SavedFile {
-            bytes: written as u64,
-            sum,
-        })
+        Ok(file)
     }
 
     /// Run `io`, which has llama.cpp write or read the `bytes` of `path` through the page
@@ -567,10 +568,6 @@ impl<'e> Session<'e> {
         file: SavedFile,
     ) -> Result<(), EngineError> {
         self.clear(seq);
-        let refused = |reason: String| EngineError::PromptStore {
-            path: path.to_path_buf(),
-            reason,
-        };
         let (loaded, _) = self.with_file_room(file.bytes, path, |s| {
             // Summed first (the read leaves the file in the page cache for llama.cpp's).
             let on_disk = std::fs::metadata(path).map(|m| m.len());
@@ -597,10 +594,13 @@ impl<'e> Session<'e> {
             && ids.iter().zip(tokens).all(|(a, &b)| a.0 == b));
         if !same || self.held_tokens(seq) != tokens.len() {
             self.clear(seq);
-            return Err(refused(match loaded {
-                Err(reason) => reason,
-                Ok(_) => "it held other tokens than were saved".into(),
-            }));
+            return Err(EngineError::PromptStore {
+                path: path.to_path_buf(),
+                reason: match loaded {
+                    Err(reason) => reason,
+                    Ok(_) => "it held other tokens than were saved".into(),
+                },
+            });
         }
         Ok(())
     }
