@@ -72,6 +72,9 @@ def main():
     ap.add_argument("--side-request", action="store_true",
                     help="after every turn, a short request with another system prompt (a chat UI's "
                          "title request): with one slot it takes the conversation's cache")
+    ap.add_argument("--kill-after-idle-s", type=float,
+                    help="end the server with SIGKILL (as the OOM killer does) after this many idle "
+                         "seconds, instead of SIGTERM: what it put aside while idle is all a restart finds")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="an extra flag for `serve` (repeat), e.g. --server-arg=-ub --server-arg=128")
     a = ap.parse_args()
@@ -163,10 +166,19 @@ def main():
                 raise SystemExit(f"side request {i}: HTTP {status}: {side}")
             rows[-1]["side_request_s"] = time.time() - t_side
         print(rows[-1], flush=True)
+    idle_save = None
+    if a.kill_after_idle_s is not None:
+        time.sleep(a.kill_after_idle_s)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/stats")
     stats = json.loads(c.getresponse().read())
-    proc.send_signal(signal.SIGTERM)
+    if a.kill_after_idle_s is not None:
+        proc.send_signal(signal.SIGKILL)
+        with open(proc.log_path) as f:
+            m = re.findall(r"idle: put (\d+) prompt prefixes aside for a restart in ([0-9.]+) s", f.read())
+        idle_save = [{"prefixes": int(n), "seconds": float(t)} for n, t in m]
+    else:
+        proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=120)
     disk_after = disk_read_mb_s(a.model)
     first = rows[0]["ttft_s"]
@@ -183,6 +195,8 @@ def main():
         "peak_rss_bytes": stats["memory"]["peak_rss_bytes"], "budget_bytes": stats["budget_bytes"],
         "prompt_reused_tokens": stats["tokens"]["prompt_reused"], "server_exit_code": code,
         "prompt_store": stats.get("prompt_store"),
+        "ended_by": "SIGKILL after %g s idle" % a.kill_after_idle_s if a.kill_after_idle_s is not None else "SIGTERM",
+        "idle_saves": idle_save,
         "requests": rows,
     }
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)

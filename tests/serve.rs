@@ -398,6 +398,53 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
     assert_eq!(std::fs::read_dir(store.path()).unwrap().count(), 2);
 }
 
+/// A server that has been idle for `--prompt-cache-idle-s` puts its conversations aside
+/// then, so one killed later without a chance to save (SIGKILL here, as the OOM killer
+/// does) still answers them after a restart without evaluating them again.
+#[test]
+fn a_server_killed_after_an_idle_spell_keeps_what_it_put_aside_then() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let store = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let system = agent_system_prompt();
+    let shape = ["-c", "2048", "-ub", "128"];
+    let budget = min_budget_mb(&model, &shape).to_string();
+    let mut args = shape.to_vec();
+    args.extend(["--ram-budget-mb", &budget]);
+    let mut cold_args = args.clone();
+    cold_args.extend(["--prompt-cache-mb", "0"]);
+    args.extend(["--prompt-cache-dir", store.path().to_str().unwrap()]);
+    args.extend(["--prompt-cache-idle-s", "1"]);
+    let mut s = Server::start(&model, &args);
+    let head = format!("<|im_start|>system\n{system}<|im_end|>");
+    let system_end = s
+        .post("/tokenize", &json!({"content": head, "add_special": false}))
+        .unwrap()["tokens"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    s.chat(&agent_request(&system, "List the files in src."));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while live_stats(&s).prompt_store.saved_idle == 0 {
+        assert!(Instant::now() < deadline, "no save within 60 s of idling");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = live_stats(&s).prompt_store;
+    assert_eq!((st.saved, st.saved_idle, st.failures), (1, 1, 0), "{st:?}");
+    s.kill();
+    let cold = Server::start(&model, &cold_args);
+    let cold_reply = cold.chat(&agent_request(&system, "Explain the change."));
+    assert_eq!(cached_tokens(&cold_reply), 0);
+    drop(cold);
+    let restarted = Server::start(&model, &args);
+    let reply = restarted.chat(&agent_request(&system, "Explain the change."));
+    assert_eq!(cached_tokens(&reply), system_end);
+    assert_same_reply(&reply, &cold_reply);
+    let st = live_stats(&restarted).prompt_store;
+    assert_eq!((st.restored, st.loaded, st.failures), (1, 1, 0), "{st:?}");
+}
+
 /// Concurrent requests each get their own output. Their decode steps share one batch, and
 /// llama.cpp's CPU backend computes a batch of several tokens with other kernels than a
 /// single token (README), so a request decoded next to others may continue differently

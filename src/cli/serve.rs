@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use epm_engine::chat::ChatTemplate;
-use epm_server::ServerOptions;
+use epm_server::{PromptStoreOptions, ServerOptions};
 
 use super::exit::UsageError;
 use super::model_run::{ModelRunArgs, PromptReuse};
@@ -55,11 +55,18 @@ pub struct ServeArgs {
     /// its files would take RAM outside the budget.
     #[arg(long)]
     prompt_cache_dir: Option<PathBuf>,
+    /// Once the server has been idle this many seconds, put the slots' conversations aside
+    /// too (each once it has grown by 256 tokens since its last save), so that a server
+    /// killed later (the OOM killer, a power cut) still answers them without evaluating
+    /// them again after a restart. A request that arrives during such a save waits for it.
+    /// 0: only when the server stops.
+    #[arg(long, default_value_t = 10)]
+    prompt_cache_idle_s: u64,
 }
 
-/// The folder under which the prompt store keeps its folders, and its capacity, or `None`
-/// when it is off.
-fn prompt_store(a: &ServeArgs) -> Result<Option<(PathBuf, u64)>> {
+/// The folder under which the prompt store keeps its folders, its capacity and when it
+/// saves, or `None` when it is off.
+fn prompt_store(a: &ServeArgs) -> Result<Option<PromptStoreOptions>> {
     if a.prompt_cache_mb == 0 {
         return Ok(None);
     }
@@ -78,7 +85,7 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<(PathBuf, u64)>> {
             .map(drop)
     });
     // A folder the user named must work; the default one may fall back to no store.
-    let refuse = |why: String| -> Result<Option<(PathBuf, u64)>> {
+    let refuse = |why: String| -> Result<Option<PromptStoreOptions>> {
         if given {
             bail!(UsageError(format!(
                 "--prompt-cache-dir: {why}; give another folder, or --prompt-cache-mb 0"
@@ -100,8 +107,12 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<(PathBuf, u64)>> {
     }
     // At most half the free space: the store must not fill the disk.
     let free = epm_sys::fs::free_bytes(&parent).unwrap_or(u64::MAX);
-    let capacity = (a.prompt_cache_mb << 20).min(free / 2);
-    Ok(Some((parent, capacity)))
+    Ok(Some(PromptStoreOptions {
+        dir: parent,
+        capacity_bytes: (a.prompt_cache_mb << 20).min(free / 2),
+        save_when_idle: (a.prompt_cache_idle_s > 0)
+            .then(|| std::time::Duration::from_secs(a.prompt_cache_idle_s)),
+    }))
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {

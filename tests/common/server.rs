@@ -163,6 +163,15 @@ impl Server {
     }
 }
 
+impl Server {
+    /// SIGKILL, as the OOM killer or a crash ends a server: nothing runs at its exit.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         if self.child.is_some() {

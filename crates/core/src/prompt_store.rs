@@ -158,6 +158,19 @@ impl PromptStore {
         Some(exact)
     }
 
+    /// How many leading tokens of `cache`'s exact part the store holds already: the longest
+    /// entry that is a prefix of it (0 when none). A save that would add fewer than
+    /// [`MIN_STORED_GAIN_TOKENS`] to it is not worth writing the whole prefix again.
+    pub fn stored_part(&self, cache: &SeqCache) -> usize {
+        let exact = &cache.tokens[..cache.exact.min(cache.tokens.len())];
+        self.entries
+            .iter()
+            .filter(|e| exact.starts_with(&e.tokens))
+            .map(|e| e.tokens.len())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// An id for a prefix about to be saved (its file's name).
     pub fn new_id(&mut self) -> u64 {
         self.next_id += 1;
@@ -300,6 +313,38 @@ mod tests {
         assert!(store.worth_saving(&cache, 0).is_none());
         // A disabled store saves nothing.
         assert!(PromptStore::new(0).worth_saving(&cache, 0).is_none());
+    }
+
+    #[test]
+    fn the_stored_part_is_the_longest_entry_the_exact_part_extends() {
+        let mut store = PromptStore::new(1 << 30);
+        let cache = SeqCache {
+            tokens: tokens(0, 900),
+            exact: 768,
+        };
+        assert_eq!(store.stored_part(&cache), 0);
+        saved(&mut store, tokens(0, 300), 10);
+        saved(&mut store, tokens(5, 600), 10);
+        assert_eq!(store.stored_part(&cache), 300);
+        // Only the exact part counts: an entry past it is not a part of it.
+        saved(&mut store, tokens(0, 800), 10);
+        assert_eq!(store.stored_part(&cache), 0);
+        let grown = SeqCache {
+            tokens: tokens(0, 1100),
+            exact: 1024,
+        };
+        assert_eq!(store.stored_part(&grown), 800);
+        // What a save would add beyond it decides.
+        let keep = store.stored_part(&grown);
+        assert!(store.worth_saving(&grown, keep).is_none(), "adds 224");
+        let longer = SeqCache {
+            tokens: tokens(0, 1100),
+            exact: 1056,
+        };
+        assert_eq!(
+            store.worth_saving(&longer, keep).map(<[i32]>::len),
+            Some(1056)
+        );
     }
 
     #[test]

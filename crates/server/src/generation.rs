@@ -380,11 +380,18 @@ pub(crate) fn engine_main(
             return;
         }
     };
+    let save_when_idle = opts.prompt_store.as_ref().and_then(|o| o.save_when_idle);
     let store = opts
         .prompt_store
         .filter(|_| session.can_store_prefixes())
-        .and_then(|(parent, capacity)| {
-            open_prompt_store(&parent, capacity, &identity, &opts.session, &opts.stats)
+        .and_then(|o| {
+            open_prompt_store(
+                &o.dir,
+                o.capacity_bytes,
+                &identity,
+                &opts.session,
+                &opts.stats,
+            )
         });
     let _ = state.loaded.set(Loaded {
         engine: engine.clone(),
@@ -399,6 +406,9 @@ pub(crate) fn engine_main(
     let mut generator = Generator::new(&mut session, state.generation.clone());
     if let Some((folder, store)) = store {
         generator = generator.with_prompt_store(folder, store);
+        if let Some(after) = save_when_idle {
+            generator = generator.with_save_when_idle(after);
+        }
     }
     generator.serve(&jobs, &state.server.stopping);
     // A restarted server then answers the conversations it held without evaluating them.

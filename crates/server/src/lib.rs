@@ -63,10 +63,21 @@ pub struct ServerOptions {
     /// The disk's best probed speed (`--disk-probe`), to judge decode's reads against.
     pub disk_mb_per_s: Option<f64>,
     pub stats: Arc<RunStats>,
-    /// The folder under which prompt prefixes are put aside (in a folder per model and
-    /// settings, kept for the next run), and how many bytes of files at most (`None`: not
-    /// at all); see `epm_engine::prompt_folder`.
-    pub prompt_store: Option<(std::path::PathBuf, u64)>,
+    /// Where and how prompt prefixes are put aside (`None`: not at all).
+    pub prompt_store: Option<PromptStoreOptions>,
+}
+
+/// The prompt store of a server (`epm_engine::prompt_folder`).
+#[derive(Debug, Clone)]
+pub struct PromptStoreOptions {
+    /// The folder under which prefixes are put aside, in a folder per model and settings
+    /// kept for the next run.
+    pub dir: std::path::PathBuf,
+    /// How many bytes of files at most, over every folder under `dir`.
+    pub capacity_bytes: u64,
+    /// Put the slots' caches aside once the server has been idle this long, so that a
+    /// server killed later keeps them for its next run (`None`: only when it stops).
+    pub save_when_idle: Option<std::time::Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -45,6 +45,8 @@ pub struct RunStats {
     /// Prompt prefixes put aside on disk and loaded back (`prompt_store`), their bytes,
     /// and saves or loads that failed.
     pub prefixes_saved: Counter,
+    /// Of those, the saves made while a server was idle (`serve --prompt-cache-idle-s`).
+    pub prefixes_saved_idle: Counter,
     pub prefixes_loaded: Counter,
     pub prefix_bytes_written: Counter,
     pub prefix_bytes_read: Counter,
@@ -143,6 +145,9 @@ pub struct PromptStoreSection {
     pub restored: u64,
     #[serde(default)]
     pub restored_bytes: u64,
+    /// Of `saved`, those made while a server was idle, for a restart after a crash.
+    #[serde(default)]
+    pub saved_idle: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -576,6 +581,7 @@ impl RunStats {
                 failures: self.prefix_store_failures.get(),
                 restored: self.prefixes_restored.get(),
                 restored_bytes: self.prefix_bytes_restored.get(),
+                saved_idle: self.prefixes_saved_idle.get(),
             },
         }
     }

@@ -427,6 +427,9 @@ pub struct Generator<'b, B: Backend> {
     recorded_slot: Option<usize>,
     /// Prompt prefixes put aside on disk ([`Generator::with_prompt_store`]).
     store: Option<StoreFiles>,
+    /// Put idle slots' caches aside once the core has been idle this long
+    /// ([`Generator::with_save_when_idle`]); never when `None`.
+    save_when_idle: Option<Duration>,
 }
 
 /// The index of a folder that outlives the run is written last; a folder of the run's own
@@ -458,39 +461,38 @@ impl StoreFiles {
     }
 
     /// Save `slot`'s cache when what a prompt that keeps only `keep` of it would lose is
-    /// worth a file; the sequence then holds the saved part at most. Returns whether it
-    /// tried (the store may have changed).
+    /// worth a file; the sequence then holds the saved part at most. Returns `None` when it
+    /// did not try, else whether the save succeeded (trying may change the store either way).
     fn put_aside<B: Backend>(
         &mut self,
         backend: &mut B,
         slot: &mut Slot<B::Sampler>,
         keep: usize,
-    ) -> bool {
-        let Some(tokens) = self
+    ) -> Option<bool> {
+        let tokens = self
             .store
             .worth_saving(&slot.cache, keep)
-            .map(<[i32]>::to_vec)
-        else {
-            return false;
-        };
+            .map(<[i32]>::to_vec)?;
         let stats = backend.stats().clone();
         let id = self.store.new_id();
         let path = self.folder.path(id);
-        match backend.save_prefix(slot.seq, &tokens, &path) {
+        let saved = match backend.save_prefix(slot.seq, &tokens, &path) {
             Ok(file) => {
                 stats.prefixes_saved.inc();
                 stats.prefix_bytes_written.add(file.bytes);
                 let gone = self.store.insert(id, tokens, file);
                 self.folder.forget(&gone);
+                true
             }
             Err(e) => {
                 stats.prefix_store_failures.inc();
                 tracing::warn!("a prompt prefix could not be put aside: {e}");
                 self.folder.forget(&[id]);
+                false
             }
-        }
+        };
         slot.cache.tokens.truncate(slot.cache.exact);
-        true
+        Some(saved)
     }
 }
 
@@ -513,6 +515,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             piece: Vec::new(),
             recorded_slot: None,
             store: None,
+            save_when_idle: None,
         }
     }
 
@@ -529,19 +532,43 @@ impl<'b, B: Backend> Generator<'b, B> {
         self
     }
 
+    /// In [`Generator::serve`], once no job has run or waited for `after`: put the idle
+    /// slots' caches aside for the next run as [`Generator::put_aside_for_next_run`] does at
+    /// the end, so that a server killed later (SIGKILL, the OOM killer, a power cut) loses
+    /// only what came after. A job that arrives meanwhile waits for the save in progress.
+    pub fn with_save_when_idle(mut self, after: Duration) -> Self {
+        self.save_when_idle = Some(after);
+        self
+    }
+
     /// Before the run ends: put every slot's cache aside for the next run, where the store's
     /// folder outlives this one (a restarted server then answers a known conversation or
     /// system prompt without evaluating it again). Nothing otherwise.
     pub fn put_aside_for_next_run(&mut self) {
+        self.put_aside_idle_slots();
+    }
+
+    /// Save each idle slot's exact cache that adds at least
+    /// [`epm_core::prompt_store::MIN_STORED_GAIN_TOKENS`] to what the store holds of it (a
+    /// conversation is written whole again only once it has grown that much), where the
+    /// folder outlives the run. Returns how many were saved.
+    fn put_aside_idle_slots(&mut self) -> u64 {
         let Some(files) = self.store.as_mut().filter(|f| f.folder.persistent()) else {
-            return;
+            return 0;
         };
-        // The index after each save: a stop cut short keeps the saves done before it.
+        let mut saved = 0;
         for slot in &mut self.slots {
-            if slot.running.is_none() && files.put_aside(&mut *self.backend, slot, 0) {
+            if slot.running.is_some() {
+                continue;
+            }
+            let keep = files.store.stored_part(&slot.cache);
+            if let Some(ok) = files.put_aside(&mut *self.backend, slot, keep) {
+                saved += u64::from(ok);
+                // The index after each save: a stop cut short keeps the saves before it.
                 files.save_index();
             }
         }
+        saved
     }
 
     pub fn backend(&mut self) -> &mut B {
@@ -583,6 +610,8 @@ impl<'b, B: Backend> Generator<'b, B> {
     /// Take jobs from `jobs` and run them until `stopping` is set (then every job gets a
     /// final `Failed(ShuttingDown)`) or `jobs` closes with nothing left to do.
     pub fn serve(&mut self, jobs: &Receiver<Job>, stopping: &AtomicBool) {
+        // Since when the core has been idle, and whether that idle spell's save is done.
+        let mut idle_since: Option<(Instant, bool)> = None;
         loop {
             if stopping.load(Ordering::Acquire) {
                 while let Ok(job) = jobs.try_recv() {
@@ -592,6 +621,23 @@ impl<'b, B: Backend> Generator<'b, B> {
                 return;
             }
             let idle = self.idle();
+            if !idle {
+                idle_since = None;
+            } else if let Some(after) = self.save_when_idle {
+                let (since, saved) = idle_since.get_or_insert((Instant::now(), false));
+                if !*saved && since.elapsed() >= after {
+                    let started = Instant::now();
+                    let n = self.put_aside_idle_slots();
+                    if n > 0 {
+                        self.backend.stats().prefixes_saved_idle.add(n);
+                        tracing::info!(
+                            "idle: put {n} prompt prefixes aside for a restart in {:.2} s",
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    *saved = true;
+                }
+            }
             let next = if idle {
                 jobs.recv_timeout(Duration::from_millis(100))
             } else {
@@ -1007,7 +1053,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             }
             None => have,
         };
-        let saved = files.put_aside(backend, slot, keep);
+        let saved = files.put_aside(backend, slot, keep).is_some();
         let Some(entry) = best.and_then(|(id, _)| files.store.get(id).cloned()) else {
             if saved {
                 files.save_index();

@@ -542,11 +542,67 @@ fn a_conversation_put_aside_at_the_end_of_a_run_is_loaded_back_by_the_next_run()
     assert_eq!((restored.entries, restored.bytes), (1, 30_100));
     assert_eq!((second.reused, second.evaluated), (301, 2));
     assert_eq!((st.loaded, st.failures), (1, 0));
-    // Its own cache extends the stored prefix: that one is replaced by the longer one.
+    // Its own cache adds two tokens to the stored prefix: not worth writing it all again.
+    assert_eq!(st.saved, 0);
+    let mut long_turn = next_turn.clone();
+    long_turn.extend([6; 300]);
+    let (third, restored, st) = run(&long_turn);
+    assert_eq!((restored.entries, restored.bytes), (1, 30_100));
+    assert_eq!(third.reused, 301);
+    // This one adds 300: the longer prefix replaces the stored one.
     assert_eq!(st.saved, 1);
-    let (third, restored, _) = run(&next_turn);
-    assert_eq!((restored.entries, restored.bytes), (1, 30_300));
-    assert_eq!(third.reused, 302);
+    let (fourth, restored, _) = run(&long_turn);
+    assert_eq!((restored.entries, restored.bytes), (1, 60_300));
+    assert_eq!(fourth.reused, 602);
+}
+
+#[test]
+fn an_idle_server_puts_a_conversation_aside_once_it_has_grown_enough() {
+    let parent = tempfile::tempdir().unwrap();
+    let key = crate::prompt_folder::StoreKey::for_tests("idle");
+    let mut conversation: Vec<i32> = vec![1];
+    conversation.extend([4; 300]);
+    // One server's run: a job, then idle (the save is due at once), then the channel
+    // closes. Returns the stats and the index a server killed then would leave.
+    let serve = |prompt: &[i32]| {
+        let mut fake = Fake::new(1, &[(1, &[1])]);
+        fake.n_ctx = 4096;
+        let (folder, store, _) = PromptFolder::open(parent.path(), &key, 1 << 20).unwrap();
+        let index = folder.dir().join("index.json");
+        let mut g = generator(&mut fake)
+            .with_prompt_store(folder, store)
+            .with_save_when_idle(Duration::ZERO);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (j, rec) = job(prompt, 1, &[]);
+        tx.send(j).unwrap();
+        drop(tx);
+        g.serve(&rx, &AtomicBool::new(false));
+        assert_eq!(rec.text(), "a");
+        let left: epm_core::prompt_store::StoreIndex = std::fs::read(&index)
+            .map(|b| serde_json::from_slice(&b).unwrap())
+            .unwrap_or_default();
+        drop(g);
+        let st = fake.stats.snapshot(Default::default()).prompt_store;
+        let lengths: Vec<usize> = left.entries.iter().map(|e| e.tokens.len()).collect();
+        (st, lengths, fake.prefills[0].1)
+    };
+    let (st, left, _) = serve(&conversation);
+    assert_eq!((st.saved, st.saved_idle), (1, 1), "{st:?}");
+    assert_eq!(left, [301], "the index lists it before any stop");
+    // A turn that adds less than MIN_STORED_GAIN_TOKENS is not written again.
+    let mut turn = conversation.clone();
+    turn.extend([5; 10]);
+    let (st, left, prefilled) = serve(&turn);
+    assert_eq!((prefilled.reused, prefilled.evaluated), (301, 10));
+    assert_eq!((st.saved, st.saved_idle, st.loaded), (0, 0, 1), "{st:?}");
+    assert_eq!(left, [301]);
+    // One that adds that much replaces the shorter entry.
+    let mut long_turn = turn.clone();
+    long_turn.extend([6; 300]);
+    let (st, left, prefilled) = serve(&long_turn);
+    assert_eq!(prefilled.reused, 301);
+    assert_eq!((st.saved, st.saved_idle), (1, 1), "{st:?}");
+    assert_eq!(left, [long_turn.len()]);
 }
 
 #[test]
