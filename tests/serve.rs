@@ -279,6 +279,32 @@ fn a_shared_system_message_is_kept_whole_and_changes_nothing() {
     assert_same_reply(&third, &third_cold);
 }
 
+/// The flags of a server on the mini at its minimum budget with its prompt store in
+/// `store`, and of a cold server of the same shape without a store.
+fn store_server_args(model: &Path, store: &Path) -> (Vec<String>, Vec<String>) {
+    let shape = ["-c", "2048", "-ub", "128"];
+    let budget = min_budget_mb(model, &shape).to_string();
+    let mut args: Vec<String> = shape.iter().map(|a| a.to_string()).collect();
+    args.extend(["--ram-budget-mb".into(), budget]);
+    let mut cold = args.clone();
+    cold.extend(["--prompt-cache-mb".into(), "0".into()]);
+    args.extend(["--prompt-cache-dir".into(), store.to_str().unwrap().into()]);
+    (args, cold)
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// How many tokens a chat's system message takes, up to its end-of-turn token.
+fn system_message_tokens(s: &Server, system: &str) -> u64 {
+    let head = format!("<|im_start|>system\n{system}<|im_end|>");
+    let tokens = s
+        .post("/tokenize", &json!({"content": head, "add_special": false}))
+        .unwrap();
+    tokens["tokens"].as_array().unwrap().len() as u64
+}
+
 /// A chat UI's side request between two turns (a title for the conversation) takes the
 /// only slot: the conversation's KV is put aside on disk and loaded back for the next turn,
 /// which keeps the whole system message and gets a cold server's reply. At exit the slot's
@@ -293,21 +319,10 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
     // On a disk, as the store requires (a temp folder may be in memory).
     let store = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let system = agent_system_prompt();
-    let shape = ["-c", "2048", "-ub", "128"];
-    let budget = min_budget_mb(&model, &shape).to_string();
-    let mut args = shape.to_vec();
-    args.extend(["--ram-budget-mb", &budget]);
-    let mut cold_args = args.clone();
-    cold_args.extend(["--prompt-cache-mb", "0"]);
-    args.extend(["--prompt-cache-dir", store.path().to_str().unwrap()]);
+    let (args, cold_args) = store_server_args(&model, store.path());
+    let (args, cold_args) = (strs(&args), strs(&cold_args));
     let mut s = Server::start(&model, &args);
-    let system_end = |system: &str| {
-        let head = format!("<|im_start|>system\n{system}<|im_end|>");
-        let tokens = s
-            .post("/tokenize", &json!({"content": head, "add_special": false}))
-            .unwrap();
-        tokens["tokens"].as_array().unwrap().len() as u64
-    };
+    let system_end = |system: &str| system_message_tokens(&s, system);
     // A second agent, with a system message of its own.
     let other_system = system.replace("careful", "patient");
     let (end_a, end_b) = (system_end(&system), system_end(&other_system));
@@ -408,22 +423,11 @@ fn a_server_killed_after_an_idle_spell_keeps_what_it_put_aside_then() {
     let model = mini(dir.path());
     let store = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let system = agent_system_prompt();
-    let shape = ["-c", "2048", "-ub", "128"];
-    let budget = min_budget_mb(&model, &shape).to_string();
-    let mut args = shape.to_vec();
-    args.extend(["--ram-budget-mb", &budget]);
-    let mut cold_args = args.clone();
-    cold_args.extend(["--prompt-cache-mb", "0"]);
-    args.extend(["--prompt-cache-dir", store.path().to_str().unwrap()]);
-    args.extend(["--prompt-cache-idle-s", "1"]);
+    let (mut args, cold_args) = store_server_args(&model, store.path());
+    args.extend(["--prompt-cache-idle-s".into(), "1".into()]);
+    let (args, cold_args) = (strs(&args), strs(&cold_args));
     let mut s = Server::start(&model, &args);
-    let head = format!("<|im_start|>system\n{system}<|im_end|>");
-    let system_end = s
-        .post("/tokenize", &json!({"content": head, "add_special": false}))
-        .unwrap()["tokens"]
-        .as_array()
-        .unwrap()
-        .len() as u64;
+    let system_end = system_message_tokens(&s, &system);
     s.chat(&agent_request(&system, "List the files in src."));
     let deadline = Instant::now() + Duration::from_secs(60);
     while live_stats(&s).prompt_store.saved_idle == 0 {
