@@ -413,6 +413,58 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
     assert_eq!(std::fs::read_dir(store.path()).unwrap().count(), 2);
 }
 
+/// A conversation whose KV alone is larger than the whole prompt store is not written
+/// (it would be deleted at once): a side request costs the next turn its evaluation
+/// again, as without a store, and the log says once what to raise.
+#[test]
+fn a_conversation_larger_than_the_prompt_store_is_never_written() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let store = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let system = agent_system_prompt();
+    let (mut args, _) = store_server_args(&model, store.path());
+    args.extend(["--prompt-cache-mb".into(), "1".into()]);
+    let s = Server::start(&model, &strs(&args));
+    let side_request = || {
+        s.chat(&json!({
+            "messages": messages("Write a five-word title for the conversation.", "List the files in src."),
+            "max_tokens": 8, "temperature": 0}))
+    };
+    s.chat(&agent_request(&system, "List the files in src."));
+    side_request();
+    let st = live_stats(&s).prompt_store;
+    assert_eq!((st.saved, st.too_large, st.failures), (0, 1, 0), "{st:?}");
+    assert_eq!(st.written_bytes, 0, "{st:?}");
+    let kv_files = walkdir_files(store.path(), "kv");
+    assert_eq!(kv_files, 0);
+    let second = s.chat(&agent_request(&system, "Now run the tests."));
+    assert_eq!(cached_tokens(&second), 0, "evaluated again");
+    side_request();
+    assert_eq!(live_stats(&s).prompt_store.too_large, 2);
+    let log = s.stderr.lock().unwrap().clone();
+    assert_eq!(log.matches("raise --prompt-cache-mb").count(), 1, "{log}");
+    assert!(
+        log.contains("more than the prompt store's 1.0 MiB"),
+        "{log}"
+    );
+}
+
+/// Files named `*.ext` anywhere under `dir`.
+fn walkdir_files(dir: &Path, ext: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            if p.is_dir() {
+                walkdir_files(&p, ext)
+            } else {
+                usize::from(p.extension() == Some(ext.as_ref()))
+            }
+        })
+        .sum()
+}
+
 /// A server that has been idle for `--prompt-cache-idle-s` puts its conversations aside
 /// then, so one killed later without a chance to save (SIGKILL here, as the OOM killer
 /// does) still answers them after a restart without evaluating them again.

@@ -171,6 +171,12 @@ impl PromptStore {
             .unwrap_or(0)
     }
 
+    /// The most bytes the store's files may take together: a larger file is not worth
+    /// writing.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
     /// An id for a prefix about to be saved (its file's name).
     pub fn new_id(&mut self) -> u64 {
         self.next_id += 1;

@@ -48,6 +48,14 @@ pub enum EngineError {
     /// A saved prompt prefix could not be written or read back (the job runs without it).
     #[error("prompt store {path}: {reason}")]
     PromptStore { path: PathBuf, reason: String },
+    /// A prompt prefix larger than the whole prompt store was not written (it would have
+    /// been deleted at once).
+    #[error("a prompt prefix of {tokens} tokens takes {:.1} MiB, more than the prompt store's {:.1} MiB", epm_core::units::mib_f(*bytes), epm_core::units::mib_f(*capacity))]
+    PrefixLargerThanStore {
+        tokens: usize,
+        bytes: u64,
+        capacity: u64,
+    },
 }
 
 impl EngineError {

@@ -507,6 +507,7 @@ impl<'e> Session<'e> {
         seq: i32,
         tokens: &[i32],
         path: &std::path::Path,
+        max_bytes: u64,
     ) -> Result<SavedFile, EngineError> {
         let failed = |reason: String| EngineError::PromptStore {
             path: path.to_path_buf(),
@@ -521,6 +522,16 @@ impl<'e> Session<'e> {
             seq,
             llama_cpp_2::context::session::LlamaStateSeqFlags::empty(),
         ) as u64;
+        // `llama_state_seq_save_file` writes a header (magic, version, token count: three
+        // u32), the tokens, then the state.
+        let file_bytes = 12 + (tokens.len() * std::mem::size_of::<LlamaToken>()) as u64 + size;
+        if file_bytes > max_bytes {
+            return Err(EngineError::PrefixLargerThanStore {
+                tokens: tokens.len(),
+                bytes: file_bytes,
+                capacity: max_bytes,
+            });
+        }
         let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
         let (saved, dropped) = self.with_file_room(size, path, |s| {
             let written = s

@@ -51,6 +51,8 @@ pub struct RunStats {
     pub prefix_bytes_written: Counter,
     pub prefix_bytes_read: Counter,
     pub prefix_store_failures: Counter,
+    /// Saves not written because the prefix alone was larger than the whole store.
+    pub prefixes_too_large: Counter,
     /// Prefixes an earlier run left that this run took up at its start, and their bytes.
     pub prefixes_restored: Counter,
     pub prefix_bytes_restored: Counter,
@@ -148,6 +150,9 @@ pub struct PromptStoreSection {
     /// Of `saved`, those made while a server was idle, for a restart after a crash.
     #[serde(default)]
     pub saved_idle: u64,
+    /// Prefixes not put aside because each alone was larger than the whole store.
+    #[serde(default)]
+    pub too_large: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -582,6 +587,7 @@ impl RunStats {
                 restored: self.prefixes_restored.get(),
                 restored_bytes: self.prefix_bytes_restored.get(),
                 saved_idle: self.prefixes_saved_idle.get(),
+                too_large: self.prefixes_too_large.get(),
             },
         }
     }

@@ -69,12 +69,16 @@ pub trait Backend {
     /// Whether sequences can be saved to files and loaded back part by part.
     fn can_store_prefixes(&self) -> bool;
     /// Save `seq`'s first `tokens.len()` positions (which hold `tokens`) to `path`,
-    /// dropping the positions past them; returns the file's size and checksum.
+    /// dropping the positions past them; returns the file's size and checksum. Writes
+    /// nothing when the file would be larger than `max_bytes`
+    /// ([`EngineError::PrefixLargerThanStore`]; the positions past `tokens` are dropped
+    /// all the same).
     fn save_prefix(
         &mut self,
         seq: i32,
         tokens: &[i32],
         path: &Path,
+        max_bytes: u64,
     ) -> Result<SavedFile, EngineError>;
     /// Make `seq` hold what `save_prefix` saved to `path` (`tokens`, written as `file`); on
     /// an error (a file that is not as it was written among them) it holds nothing.
@@ -133,8 +137,9 @@ impl Backend for Session<'_> {
         seq: i32,
         tokens: &[i32],
         path: &Path,
+        max_bytes: u64,
     ) -> Result<SavedFile, EngineError> {
-        Session::save_prefix(self, seq, tokens, path)
+        Session::save_prefix(self, seq, tokens, path, max_bytes)
     }
     fn load_prefix(
         &mut self,
@@ -446,6 +451,8 @@ impl<B: Backend> Drop for Generator<'_, B> {
 struct StoreFiles {
     store: PromptStore,
     folder: PromptFolder,
+    /// A prefix larger than the whole store has been refused (and said so) in this run.
+    warned_too_large: bool,
 }
 
 impl StoreFiles {
@@ -476,13 +483,27 @@ impl StoreFiles {
         let stats = backend.stats().clone();
         let id = self.store.new_id();
         let path = self.folder.path(id);
-        let saved = match backend.save_prefix(slot.seq, &tokens, &path) {
+        let capacity = self.store.capacity_bytes();
+        let saved = match backend.save_prefix(slot.seq, &tokens, &path, capacity) {
             Ok(file) => {
                 stats.prefixes_saved.inc();
                 stats.prefix_bytes_written.add(file.bytes);
                 let gone = self.store.insert(id, tokens, file);
                 self.folder.forget(&gone);
                 true
+            }
+            Err(e @ EngineError::PrefixLargerThanStore { .. }) => {
+                stats.prefixes_too_large.inc();
+                // Once per run: every later turn of a long conversation would say it again.
+                if !self.warned_too_large {
+                    self.warned_too_large = true;
+                    tracing::warn!(
+                        "{e}: such prompts are evaluated again instead of being put aside; \
+                         raise --prompt-cache-mb to keep them"
+                    );
+                }
+                self.folder.forget(&[id]);
+                false
             }
             Err(e) => {
                 stats.prefix_store_failures.inc();
@@ -527,7 +548,11 @@ impl<'b, B: Backend> Generator<'b, B> {
     /// unless the folder outlives the run.
     pub fn with_prompt_store(mut self, folder: PromptFolder, store: PromptStore) -> Self {
         if self.backend.can_store_prefixes() {
-            self.store = Some(StoreFiles { store, folder });
+            self.store = Some(StoreFiles {
+                store,
+                folder,
+                warned_too_large: false,
+            });
         }
         self
     }

@@ -132,11 +132,20 @@ impl Backend for Fake {
         _: i32,
         tokens: &[i32],
         path: &Path,
+        max_bytes: u64,
     ) -> Result<SavedFile, EngineError> {
         let failed = |e: std::io::Error| EngineError::PromptStore {
             path: path.to_path_buf(),
             reason: e.to_string(),
         };
+        let size = tokens.len() as u64 * 100;
+        if size > max_bytes {
+            return Err(EngineError::PrefixLargerThanStore {
+                tokens: tokens.len(),
+                bytes: size,
+                capacity: max_bytes,
+            });
+        }
         let mut bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
         bytes.resize(tokens.len() * 100, 0);
         std::fs::write(path, &bytes).map_err(failed)?;
@@ -491,10 +500,10 @@ fn each_prefill_gets_its_own_jobs_live_gone_probe() {
 }
 
 /// A conversation of 301 tokens, then a short request in the only slot, then the
-/// conversation again with a new turn.
-fn conversation_around_a_side_request(fake: &mut Fake) -> Vec<Prefilled> {
+/// conversation again with a new turn, with a store of `capacity` bytes.
+fn conversation_around_a_side_request(fake: &mut Fake, capacity: u64) -> Vec<Prefilled> {
     let parent = tempfile::tempdir().unwrap();
-    let (folder, store) = PromptFolder::private(parent.path(), 1 << 20).unwrap();
+    let (folder, store) = PromptFolder::private(parent.path(), capacity).unwrap();
     let dir = folder.dir().to_path_buf();
     let mut g = generator(fake).with_prompt_store(folder, store);
     let mut first: Vec<i32> = vec![1];
@@ -609,7 +618,7 @@ fn an_idle_server_puts_a_conversation_aside_once_it_has_grown_enough() {
 fn a_conversation_put_aside_for_a_side_request_is_loaded_back_for_its_next_turn() {
     let mut fake = Fake::new(1, &[(1, &[1]), (2, &[2])]);
     fake.n_ctx = 4096;
-    let p = conversation_around_a_side_request(&mut fake);
+    let p = conversation_around_a_side_request(&mut fake, 1 << 20);
     assert_eq!(p[1].reused, 0, "the side request shares nothing");
     assert_eq!(
         p[2].reused, 301,
@@ -631,11 +640,30 @@ fn a_conversation_put_aside_for_a_side_request_is_loaded_back_for_its_next_turn(
 }
 
 #[test]
+fn a_prefix_larger_than_the_whole_store_is_not_written() {
+    let mut fake = Fake::new(1, &[(1, &[1]), (2, &[2])]);
+    fake.n_ctx = 4096;
+    // The conversation's 301 tokens take 30,100 bytes.
+    let p = conversation_around_a_side_request(&mut fake, 30_099);
+    assert_eq!((p[2].reused, p[2].evaluated), (0, 303));
+    let st = fake.stats.snapshot(Default::default()).prompt_store;
+    assert_eq!((st.saved, st.too_large, st.failures), (0, 1, 0), "{st:?}");
+    assert_eq!(st.written_bytes, 0);
+    // A store that holds exactly its bytes keeps it.
+    let mut fake = Fake::new(1, &[(1, &[1]), (2, &[2])]);
+    fake.n_ctx = 4096;
+    let p = conversation_around_a_side_request(&mut fake, 30_100);
+    assert_eq!(p[2].reused, 301);
+    let st = fake.stats.snapshot(Default::default()).prompt_store;
+    assert_eq!((st.saved, st.too_large), (1, 0));
+}
+
+#[test]
 fn a_prefix_that_cannot_be_loaded_is_forgotten_and_the_prompt_evaluated_whole() {
     let mut fake = Fake::new(1, &[(1, &[1]), (2, &[2])]);
     fake.n_ctx = 4096;
     fake.fail_loads = true;
-    let p = conversation_around_a_side_request(&mut fake);
+    let p = conversation_around_a_side_request(&mut fake, 1 << 20);
     assert_eq!(p[2].reused, 0);
     assert_eq!(p[2].evaluated, 303);
     let st = fake.stats.snapshot(Default::default()).prompt_store;
