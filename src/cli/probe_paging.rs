@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use epm_sys::page_cost::{self, PageCost, ReadPath};
+use epm_sys::page_cost::{self, EvictPath, PageCost, ReadPath};
 
 use super::exit::UsageError;
 use super::{create_parent, open_index};
@@ -67,15 +67,21 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
     }
     let mut runs = Vec::new();
     for _ in 0..a.runs {
-        for path in [ReadPath::WillNeed, ReadPath::HugePopulate] {
-            let cost = page_cost::measure(&a.model, &ranges, path, Duration::from_secs(300))
+        for (path, evict) in [
+            (ReadPath::WillNeed, EvictPath::UnmapThenDrop),
+            (ReadPath::WillNeed, EvictPath::Pageout),
+            (ReadPath::HugePopulate, EvictPath::UnmapThenDrop),
+        ] {
+            let cost = page_cost::measure(&a.model, &ranges, path, evict, Duration::from_secs(300))
                 .with_context(|| format!("measuring {}", a.model.display()))?;
             println!(
-                "{:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), drop {:.3} ms/MiB (sys {:.3}), large folios {} MiB, cached after drop {} MiB",
+                "{:<14} {:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), map {:.3} ms/MiB, drop {:.3} ms/MiB (sys {:.3}), large folios {} MiB, cached after drop {} MiB",
                 format!("{path:?}"),
+                format!("{evict:?}"),
                 cost.bytes >> 20,
                 cost.read_cpu_ms_per_mib,
                 cost.read_sys_ms_per_mib,
+                cost.map_cpu_ms_per_mib,
                 cost.evict_cpu_ms_per_mib,
                 cost.evict_sys_ms_per_mib,
                 cost.file_huge_pages_bytes >> 20,

@@ -210,6 +210,14 @@ impl FileMapping {
         e - s
     }
 
+    /// `MADV_PAGEOUT` on the pages that lie wholly inside a file range: the kernel unmaps
+    /// them and reclaims the clean ones in one call (`probe-paging` compares it with
+    /// [`FileMapping::evict`]). Returns whether the kernel took the advice.
+    pub(crate) fn page_out(&self, offset: u64, len: u64) -> bool {
+        let (s, e) = inward(offset, len, self.page);
+        e > s && self.advise(s, e, MmapAdvise::MADV_PAGEOUT)
+    }
+
     /// Whether [`FileMapping::any_cached`] sees pages whose read is still in flight: the
     /// kernel has `cachestat` (Linux 6.5) and lets this process call it.
     pub fn sees_reads_in_flight(&self) -> bool {
@@ -246,8 +254,8 @@ fn advise_mapped(addr: usize, len: usize, advice: MmapAdvise) -> bool {
     // SAFETY: `[addr, addr+len)` comes from `FileMapping::mapped`: page-aligned and inside
     // a shared read-only file mapping (invariant 1) that stays mapped while the
     // `FileMapping` lives (the contract of `FileMapping::find`). None of the advice used
-    // (RANDOM, WILLNEED, POPULATE_READ, DONTNEED) can change the bytes a reader sees there:
-    // dropped pages fault back in from the file.
+    // (RANDOM, WILLNEED, POPULATE_READ, DONTNEED, PAGEOUT, HUGEPAGE) can change the bytes
+    // a reader sees there: dropped pages fault back in from the file.
     unsafe { madvise(ptr, len, advice) }.is_ok()
 }
 

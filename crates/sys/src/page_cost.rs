@@ -1,9 +1,11 @@
 //! What paging costs the kernel: the CPU time, on the thread that asks, to read file ranges
-//! into the page cache through a read-only shared mapping of the file and to drop them
-//! again, with the pager's way of reading (`MADV_WILLNEED`, 4 KiB folios) or with large
-//! folios (`MADV_HUGEPAGE` on the mapping, then `MADV_POPULATE_READ` through the fault
-//! path). Also what stays cached after the drop: a folio that reaches past a range cannot
-//! be dropped by advice on the range alone.
+//! into the page cache through a read-only shared mapping of the file, to map them into
+//! the process as compute's first touches do (minor faults), and to drop them again; with
+//! the pager's way of reading (`MADV_WILLNEED`, 4 KiB folios) or with large folios
+//! (`MADV_HUGEPAGE` on the mapping, then `MADV_POPULATE_READ` through the fault path), and
+//! the pager's way of dropping (`MADV_DONTNEED`, then `POSIX_FADV_DONTNEED`) or reclaim in
+//! one call (`MADV_PAGEOUT`). Also what stays cached after the drop: a folio that reaches
+//! past a range cannot be dropped by advice on the range alone.
 
 use std::fs::File;
 use std::path::Path;
@@ -24,15 +26,29 @@ pub enum ReadPath {
     HugePopulate,
 }
 
+/// How ranges are dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictPath {
+    /// `MADV_DONTNEED`, then `POSIX_FADV_DONTNEED`, as the pager drops ([`FileMapping::evict`]).
+    UnmapThenDrop,
+    /// `MADV_PAGEOUT` alone: the kernel unmaps and reclaims the range's clean pages.
+    Pageout,
+}
+
 /// One measurement over a set of ranges.
 #[derive(Debug, Clone, Serialize)]
 pub struct PageCost {
     pub read_path: ReadPath,
+    pub evict_path: EvictPath,
     pub ranges: usize,
     pub bytes: u64,
     /// CPU (user + system) of the asking thread per MiB: reading in, and dropping.
     pub read_cpu_ms_per_mib: f64,
     pub read_sys_ms_per_mib: f64,
+    /// CPU per MiB of touching each cached page once through the mapping, as compute's
+    /// first reads of a layer's experts do (minor faults that map the cached pages).
+    pub map_cpu_ms_per_mib: f64,
     pub evict_cpu_ms_per_mib: f64,
     pub evict_sys_ms_per_mib: f64,
     /// Wall time until every range was cached.
@@ -63,13 +79,14 @@ fn thread_cpu_us() -> (u64, u64) {
 }
 
 /// Read `ranges` (file offset, length) of `path` in by `read`, wait until all are cached,
-/// then drop them as the pager does ([`FileMapping::evict`]), measuring both. The file is
-/// dropped from the page cache before and after. Fails when the file cannot be mapped, or
-/// the reads do not all land within `timeout`.
+/// touch every page once through the mapping, then drop them by `evict`, measuring the
+/// three. The file is dropped from the page cache before and after. Fails when the file
+/// cannot be mapped, or the reads do not all land within `timeout`.
 pub fn measure(
     path: &Path,
     ranges: &[(u64, u64)],
     read: ReadPath,
+    evict: EvictPath,
     timeout: Duration,
 ) -> Result<PageCost, OsError> {
     let io_err = |source| OsError::Io {
@@ -148,9 +165,25 @@ pub fn measure(
     }
     let read_wall_s = started.elapsed().as_secs_f64();
     let huge_after = proc::meminfo("FileHugePages").unwrap_or(0);
+    let (touch0, _) = thread_cpu_us();
+    let mut touched = 0u8;
+    for &(offset, len) in ranges {
+        let (s, e) = outward(offset, len, page);
+        for at in (s..e.min(map.len() as u64)).step_by(page as usize) {
+            touched ^= map[at as usize];
+        }
+    }
+    std::hint::black_box(touched);
     let (cpu2, sys2) = thread_cpu_us();
     for &(offset, len) in ranges {
-        view.evict(offset, len);
+        match evict {
+            EvictPath::UnmapThenDrop => {
+                view.evict(offset, len);
+            }
+            EvictPath::Pageout => {
+                view.page_out(offset, len);
+            }
+        }
     }
     let (cpu3, sys3) = thread_cpu_us();
     let cached_after_evict_bytes = ranges.iter().map(|&(o, l)| view.resident_bytes(o, l)).sum();
@@ -161,10 +194,12 @@ pub fn measure(
     let per_mib = |us: u64| us as f64 / 1000.0 / mib.max(1e-9);
     Ok(PageCost {
         read_path: read,
+        evict_path: evict,
         ranges: ranges.len(),
         bytes,
         read_cpu_ms_per_mib: per_mib(cpu1 - cpu0),
         read_sys_ms_per_mib: per_mib(sys1 - sys0),
+        map_cpu_ms_per_mib: per_mib(cpu2 - touch0),
         evict_cpu_ms_per_mib: per_mib(cpu3 - cpu2),
         evict_sys_ms_per_mib: per_mib(sys3 - sys2),
         read_wall_s,
