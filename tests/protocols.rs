@@ -148,6 +148,19 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
     assert_eq!(native["content"], want.as_str(), "{native}");
     assert!(native["tokens_cached"].as_u64().unwrap() > 0);
     assert_eq!(native["stop_type"], "limit");
+    assert_eq!(native["tokens"], json!([]), "no ids unless asked: {native}");
+    // `return_tokens`: the generated ids, which read back as the content.
+    let with_ids = post(
+        &server,
+        "/completion",
+        json!({"prompt": ids, "n_predict": n, "temperature": 0, "return_tokens": true}),
+    );
+    assert_eq!(with_ids["content"], want.as_str(), "{with_ids}");
+    let generated = with_ids["tokens"].as_array().unwrap();
+    assert_eq!(generated.len() as u64, n, "{with_ids}");
+    assert!(with_ids.get("completion_probabilities").is_none());
+    let read_back = post(&server, "/detokenize", json!({"tokens": generated}));
+    assert_eq!(read_back["content"], want.as_str());
     let back = post(&server, "/detokenize", json!({"tokens": ids}));
     assert_eq!(back["content"], prompt.as_str());
     let pieces = post(
@@ -388,6 +401,25 @@ fn prefill_progress_is_streamed_per_ubatch_when_asked() {
         !late && seen.len() > 3 && seen.last().unwrap().1 == seen[0].2,
         "{seen:?}"
     );
+    // Streamed with `return_tokens`, each token's chunk carries its id: together the
+    // same ids as the whole reply's.
+    let asked = json!({"prompt": prompt, "n_predict": 4, "temperature": 0, "return_tokens": true});
+    let whole: Value = ureq::post(&server.url("/completion"))
+        .send_json(asked.clone())
+        .unwrap()
+        .into_json()
+        .unwrap();
+    let mut streamed_asked = asked;
+    streamed_asked["stream"] = json!(true);
+    let events = server.stream("/completion", &streamed_asked);
+    let ids: Vec<Value> = events
+        .iter()
+        .filter_map(|e| e["tokens"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    assert_eq!(ids.len(), 4, "{events:?}");
+    assert_eq!(Value::from(ids), whole["tokens"], "{whole}");
     let slots: Value = ureq::get(&server.url("/slots"))
         .call()
         .unwrap()

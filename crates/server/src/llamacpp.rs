@@ -92,6 +92,10 @@ struct CompletionRequest {
     /// Streamed: a `prompt_progress` event per prefill ubatch.
     #[serde(default)]
     return_progress: bool,
+    /// The generated token ids in `tokens` (each chunk's, when streamed); otherwise
+    /// `tokens` stays empty, as llama-server's.
+    #[serde(default)]
+    return_tokens: bool,
 }
 
 fn stop_type(r: &FinishReason) -> (&'static str, String) {
@@ -157,9 +161,12 @@ async fn completion(
         ..Default::default()
     };
     let n_probs = req.n_probs.filter(|&n| n > 0).map(|n| n.min(20) as usize);
+    let return_tokens = req.return_tokens;
+    // The ids come with each token's log-probability event; with no alternatives asked
+    // for, that event costs one pass over the logits.
     let prepared = prepare(loaded, tokens, &asked)?
         .with_output(plan)
-        .with_logprobs(n_probs);
+        .with_logprobs(n_probs.or(return_tokens.then_some(0)));
     let model = state.model_name.clone();
     let started = std::time::Instant::now();
     let rx = submit(&state, prepared)?;
@@ -179,10 +186,16 @@ async fn completion(
                         false,
                     ),
                     Event::Text(t) => (json!({"content": t, "stop": false}), false),
-                    Event::Logprob(l) => (
-                        json!({"content": "", "stop": false, "completion_probabilities": probabilities(&[l])}),
-                        false,
-                    ),
+                    Event::Logprob(l) => {
+                        let mut v = json!({"content": "", "stop": false});
+                        if return_tokens {
+                            v["tokens"] = json!([l.token.id]);
+                        }
+                        if n_probs.is_some() {
+                            v["completion_probabilities"] = json!(probabilities(&[l]));
+                        }
+                        (v, false)
+                    }
                     Event::Done {
                         finish_reason,
                         completion_tokens,
@@ -217,6 +230,9 @@ async fn completion(
         "timings": {"prompt_n": c.usage.prompt - c.usage.cached, "predicted_n": c.usage.completion,
                     "predicted_ms": ms},
     });
+    if return_tokens {
+        out["tokens"] = c.logprobs.iter().map(|l| l.token.id).collect();
+    }
     if n_probs.is_some() {
         out["completion_probabilities"] = json!(probabilities(&c.logprobs));
     }
