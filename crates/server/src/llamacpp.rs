@@ -223,16 +223,19 @@ async fn completion(
     let c = collect(rx).await?;
     let (kind, word) = stop_type(&c.finish_reason);
     let ms = started.elapsed().as_secs_f64() * 1e3;
+    // llama-server answers an empty `tokens` unless asked.
+    let ids: Vec<i32> = if return_tokens {
+        c.logprobs.iter().map(|l| l.token.id).collect()
+    } else {
+        Vec::new()
+    };
     let mut out = json!({
-        "content": c.text, "tokens": [], "stop": true, "stop_type": kind, "stopping_word": word,
+        "content": c.text, "tokens": ids, "stop": true, "stop_type": kind, "stopping_word": word,
         "model": model, "tokens_predicted": c.usage.completion, "tokens_evaluated": c.usage.prompt,
         "tokens_cached": c.usage.cached, "truncated": false,
         "timings": {"prompt_n": c.usage.prompt - c.usage.cached, "predicted_n": c.usage.completion,
                     "predicted_ms": ms},
     });
-    if return_tokens {
-        out["tokens"] = c.logprobs.iter().map(|l| l.token.id).collect();
-    }
     if n_probs.is_some() {
         out["completion_probabilities"] = json!(probabilities(&c.logprobs));
     }
