@@ -130,6 +130,38 @@ fn the_page_chats_and_shows_the_pager_at_work() {
         max_rss > 0.0 && max_rss <= drawn_budget,
         "RSS {max_rss} MiB against the budget {drawn_budget} MiB"
     );
+    // Each chart's legend shows its series' latest figures: the speed chart's decode rate
+    // is the reply's, and the hook's milliseconds (another unit) have the right-hand axis.
+    let speed_latest = || -> Vec<Option<f64>> {
+        attr(&b, "#l_speed", "latest")
+            .as_str()
+            .map(|s| serde_json::from_str(s).unwrap())
+            .unwrap_or_default()
+    };
+    wait_for(
+        "the speed legend to show the reply's decode rate",
+        Duration::from_secs(10),
+        || {
+            speed_latest()
+                .get(1)
+                .copied()
+                .flatten()
+                .is_some_and(|v| v > 0.0)
+        },
+    );
+    assert!(
+        speed_latest()[2].is_some_and(|ms| ms >= 0.0),
+        "{:?}",
+        speed_latest()
+    );
+    let legend = b.eval(
+        "return document.getElementById('l_speed').textContent;",
+        json!([]),
+    );
+    assert!(
+        legend.as_str().unwrap().contains("hook ms/token (right)"),
+        "{legend}"
+    );
     // The conversation survives a reload (localStorage).
     b.open(&server.url("/"));
     wait_for(
