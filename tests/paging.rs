@@ -265,13 +265,17 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     let budget = budget_mb.to_string();
     let mut accuracy_by_depth = Vec::new();
     let mut issued_bytes = Vec::new();
+    let mut per_token = Vec::new();
+    let mut predicted = Vec::new();
     // Depth 1 and 3 with the guesses advised by the hook, depth 1 again with them on the
-    // readahead thread, and depth 1 predicting in prefill too.
-    for (depth, thread, prefill) in [
-        ("1", false, "0"),
-        ("3", false, "0"),
-        ("1", true, "0"),
-        ("1", false, "16"),
+    // readahead thread, depth 1 predicting in prefill too, and depth 1 reading every
+    // expert each guess names (not only its best-scored three quarters).
+    for (depth, thread, prefill, reads) in [
+        ("1", false, "0", "confident"),
+        ("3", false, "0", "confident"),
+        ("1", true, "0", "confident"),
+        ("1", false, "16", "confident"),
+        ("1", false, "0", "all"),
     ] {
         let mut args = vec![
             "--ram-budget-mb",
@@ -281,6 +285,8 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
             depth,
             "--prefill-predict-tokens",
             prefill,
+            "--predict-reads",
+            reads,
         ];
         if thread {
             args.push("--ahead-thread");
@@ -288,10 +294,12 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
         let (logits, stats) = generate(
             &model,
             dir.path(),
-            &format!("predict{depth}{thread}{prefill}"),
+            &format!("predict{depth}{thread}{prefill}{reads}"),
             &args,
             "48",
         );
+        per_token.push(stats.prediction.experts_per_token);
+        predicted.push(stats.prediction.decode.predicted);
         let (pre, dec) = (&stats.prefetch.prompt, &stats.prefetch.decode);
         issued_bytes.push(pre.issued_bytes + dec.issued_bytes);
         // Decode's own speculative bytes: all of them without prefill prediction, a part
@@ -307,7 +315,7 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
         );
         assert!(
             logits == ref_logits,
-            "logits differ with --predict-depth {depth}"
+            "logits differ with --predict-depth {depth} --predict-reads {reads}"
         );
         let issued = pre.issued + dec.issued;
         assert!(issued > 0, "no speculative reads: {:?}", stats.prefetch);
@@ -361,6 +369,16 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     );
     // Where the guesses are advised changes what is resident when, never what is guessed.
     assert_eq!(accuracy_by_depth[2], accuracy_by_depth[0]);
+    // `all` reads every expert a guess names, `confident` (the default) the best-scored
+    // three quarters of them, rounded up: a subset of each token's guess.
+    let n_used = per_token[4];
+    assert!(n_used >= 4, "tiny routes {n_used} experts per token");
+    assert_eq!(per_token[0], (3 * n_used).div_ceil(4), "{per_token:?}");
+    assert!(per_token[..4].iter().all(|&n| n == per_token[0]));
+    assert!(
+        predicted[4] > predicted[0] && accuracy_by_depth[4] >= accuracy_by_depth[0],
+        "decode guesses {predicted:?}, coverage {accuracy_by_depth:?}"
+    );
     // Prefill guesses come on top of the decode ones.
     assert!(
         issued_bytes[3] > issued_bytes[0],

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use epm_core::pager::{CachePolicy, PromptEviction};
+use epm_core::predict::PredictReads;
 use epm_engine::{PagingOptions, Prediction};
 use epm_sys::Prefetch;
 
@@ -61,6 +62,12 @@ pub struct PagingArgs {
     /// earlier but are less accurate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     predict_depth: u32,
+    /// Which of the experts a prediction names for each token are read early: `confident`
+    /// (its best-scored three quarters; the last-ranked guesses are the ones most often
+    /// wrong, and a wrong guess costs a read) or `all` (every one: more reads in early,
+    /// more bytes read in vain).
+    #[arg(long, value_enum, default_value_t = PredictReadsArg::Confident)]
+    predict_reads: PredictReadsArg,
     /// Predict without the routers' own biases (`ffn_gate_inp.bias`, gpt-oss), which
     /// llama.cpp adds before selecting experts: only to measure what they are worth.
     #[arg(long)]
@@ -83,6 +90,12 @@ pub struct PagingArgs {
 pub enum CachePolicyArg {
     LfuDecay,
     Lru,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PredictReadsArg {
+    Confident,
+    All,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -136,6 +149,10 @@ impl PagingArgs {
                 _ => cores > 1,
             },
             prefill_predict_tokens: self.prefill_predict_tokens as usize,
+            predict_reads: match self.predict_reads {
+                PredictReadsArg::Confident => PredictReads::Confident,
+                PredictReadsArg::All => PredictReads::All,
+            },
             predict_router_bias: !self.predict_ignore_router_bias,
             hot_window_tokens: self.hot_window,
             cache_policy: match self.cache_policy {

@@ -88,6 +88,8 @@ pub struct RunStats {
     pub io_counters: Arc<IoCounters>,
     /// The longest range one readahead call reads in full (smallest over the model's files).
     pub willneed_chunk_bytes: Counter,
+    /// Of the experts a prediction names per token, how many are read (0: no prediction).
+    pub predicted_per_token: Counter,
     /// Of the expert budget, the bytes kept for evictions queued on the eviction thread.
     pub evict_slack_bytes: Counter,
     /// Set at the end of a paged run: see `ExpertsSection::stray_cache_bytes_at_exit`.
@@ -256,6 +258,10 @@ pub struct PredictionPhase {
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct PredictionSection {
+    /// Of the experts a prediction names for each token, how many are read: the
+    /// best-scored ones (`--predict-reads`); 0 without prediction.
+    #[serde(default)]
+    pub experts_per_token: u64,
     pub prompt: PredictionPhase,
     pub decode: PredictionPhase,
     /// Coverage per layer, all phases.
@@ -505,6 +511,7 @@ impl RunStats {
                 decode: PrefetchPhase::of(&p.decode),
             },
             prediction: PredictionSection {
+                experts_per_token: self.predicted_per_token.get(),
                 prompt: PredictionPhase::of(&p.prompt),
                 decode: PredictionPhase::of(&p.decode),
                 per_layer: p

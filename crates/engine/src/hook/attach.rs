@@ -9,6 +9,7 @@ use std::sync::Arc;
 use epm_core::budget::{pager_budget, Budgets, TokenRowLoan};
 use epm_core::model::ModelIndex;
 use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
+use epm_core::predict::PredictReads;
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
 use epm_sys::cgroup::MemoryCgroup;
@@ -50,6 +51,8 @@ pub struct PagingOptions {
     pub assist_thread: bool,
     /// Tokens of a prefill ubatch the predictor samples (0: no prediction in prefill).
     pub prefill_predict_tokens: usize,
+    /// How many of the experts a prediction names per token are read.
+    pub predict_reads: PredictReads,
     /// Whether predictions add the router's own bias (`ffn_gate_inp.bias`) as llama.cpp
     /// does; off only to measure what it is worth.
     pub predict_router_bias: bool,
@@ -72,6 +75,7 @@ impl Default for PagingOptions {
             evict_thread: false,
             assist_thread: false,
             prefill_predict_tokens: 512,
+            predict_reads: PredictReads::default(),
             predict_router_bias: true,
             hot_window_tokens: 0,
             cache_policy: CachePolicy::DEFAULT,
@@ -178,9 +182,13 @@ pub(crate) fn attach(
                 depth,
                 opts.prefill_predict_tokens,
                 opts.predict_router_bias,
+                opts.predict_reads,
             )
         })
         .flatten();
+    stats
+        .predicted_per_token
+        .set(predictor.as_ref().map_or(0, |p| p.reads_per_token() as u64));
     let layers = LayerSpec::from_index(index);
     let mut advisor = OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone());
     if predictor.is_some() && opts.ahead_thread {

@@ -6,7 +6,7 @@
 use llama_cpp_sys_2::{ggml_tensor, GGML_TYPE_F32};
 
 use epm_core::model::ModelIndex;
-use epm_core::predict::{RouterBiases, Selector};
+use epm_core::predict::{PredictReads, RouterBiases, Selector};
 use epm_gguf::GgmlType;
 use epm_sys::FileMapping;
 
@@ -48,6 +48,7 @@ impl Predictor {
         depth: u32,
         prefill_tokens: usize,
         logit_bias: bool,
+        reads: PredictReads,
     ) -> Option<Predictor> {
         let n_layer = index.layers.iter().map(|l| l.layer + 1).max()? as usize;
         let n_expert = index.n_expert as usize;
@@ -64,6 +65,7 @@ impl Predictor {
             );
             return None;
         };
+        let selector = selector.with_reads(reads);
         let mut routers = vec![None; n_layer];
         for r in &index.routers {
             let m = &files[r.file];
@@ -121,6 +123,11 @@ impl Predictor {
         } else {
             None
         }
+    }
+
+    /// How many experts each predicted token reads at most.
+    pub fn reads_per_token(&self) -> usize {
+        self.selector.picks()
     }
 
     /// The next layer after `layer` that has a router.
