@@ -62,10 +62,10 @@ pub struct PagingArgs {
     /// earlier but are less accurate.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     predict_depth: u32,
-    /// Which of the experts a prediction names for each token are read early: `confident`
-    /// (its best-scored three quarters; the last-ranked guesses are the ones most often
-    /// wrong, and a wrong guess costs a read) or `all` (every one: more reads in early,
-    /// more bytes read in vain).
+    /// Which of the experts a prediction names for each token of a decode step are read
+    /// early: `confident` (its best-scored three quarters; the last-ranked guesses are the
+    /// ones most often wrong, and a wrong guess costs a read) or `all` (every one: more
+    /// reads in early, more bytes read in vain). Prefill reads all of each token's.
     #[arg(long, value_enum, default_value_t = PredictReadsArg::Confident)]
     predict_reads: PredictReadsArg,
     /// Predict without the routers' own biases (`ffn_gate_inp.bias`, gpt-oss), which

@@ -101,7 +101,8 @@ pub struct RouterBiases<'a> {
     pub selection: Option<&'a [f32]>,
 }
 
-/// How many of the experts a prediction names for each token are read in.
+/// How many of the experts a prediction names for each token of a decode step are read in
+/// (a prefill ubatch's prediction, the union over its tokens, reads every pick).
 ///
 /// The experts a stale gate ranks last are the ones a prediction gets wrong: they sit at the
 /// edge of the top-k, where the next layer's own hidden state most often swaps them with
@@ -181,10 +182,15 @@ impl Selector {
         })
     }
 
-    /// Collect only `reads`' share of each token's selection, the best-scored first.
-    pub fn with_reads(mut self, reads: PredictReads) -> Selector {
+    /// From now on collect only `reads`' share of each token's selection, the best-scored
+    /// first.
+    pub fn set_reads(&mut self, reads: PredictReads) {
         self.picks = reads.per_token(self.n_used).min(self.n_used);
-        self
+    }
+
+    /// Experts the model routes each token to.
+    pub fn n_used(&self) -> usize {
+        self.n_used
     }
 
     /// How many experts each token adds at most.
@@ -360,7 +366,8 @@ mod tests {
         // 8 experts, n_embd 1: expert e scores e (7 best), so the top 4 are 7, 6, 5, 4.
         let router: Vec<f32> = (0..8).map(|e| e as f32).collect();
         let mut all = Selector::new(1, 8, 4, RoutingRule::default()).unwrap();
-        let mut confident = all.clone().with_reads(PredictReads::Confident);
+        let mut confident = all.clone();
+        confident.set_reads(PredictReads::Confident);
         assert_eq!((all.picks(), confident.picks()), (4, 3));
         for sel in [&mut all, &mut confident] {
             sel.clear();
@@ -371,6 +378,11 @@ mod tests {
         // A second token adds its own best three.
         confident.add_token(&router, &[-1.0], RouterBiases::default());
         assert_eq!(confident.chosen(), &[7, 6, 5, 0, 1, 2]);
+        // Set back to all, it collects all four again.
+        confident.set_reads(PredictReads::All);
+        confident.clear();
+        confident.add_token(&router, &[1.0], RouterBiases::default());
+        assert_eq!(confident.chosen(), all.chosen());
     }
 
     /// The router's bias goes into the logits before gating, the selection bias onto the

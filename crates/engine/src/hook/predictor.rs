@@ -23,6 +23,12 @@ struct RouterRows {
 /// to `depth` layers ahead.
 const MAX_DECODE_TOKENS: usize = 8;
 
+/// Whether a ubatch of `n_tokens` is predicted as a decode step (every token, `depth`
+/// layers ahead, `decode_reads` of each) rather than as a prefill ubatch.
+fn decode_step(n_tokens: usize) -> bool {
+    n_tokens <= MAX_DECODE_TOKENS
+}
+
 pub struct Predictor {
     /// Per layer id: its router, when the layer has one the predictor can read.
     routers: Vec<Option<RouterRows>>,
@@ -35,6 +41,10 @@ pub struct Predictor {
     /// router products on the hook for long ubatches; on W1 every token of a 125-token
     /// ubatch predicted better than a sample of 32 (STATUS.md).
     prefill_tokens: usize,
+    /// Of each decode token's predicted experts, how many are read; a prefill ubatch reads
+    /// all of each token's (the union over its tokens covers most experts either way, and
+    /// its guesses are rarely wrong).
+    decode_reads: PredictReads,
     selector: Selector,
 }
 
@@ -65,7 +75,6 @@ impl Predictor {
             );
             return None;
         };
-        let selector = selector.with_reads(reads);
         let mut routers = vec![None; n_layer];
         for r in &index.routers {
             let m = &files[r.file];
@@ -109,6 +118,7 @@ impl Predictor {
             next_layer,
             depth,
             prefill_tokens,
+            decode_reads: reads,
             selector,
         })
     }
@@ -116,7 +126,7 @@ impl Predictor {
     /// How to predict from a ubatch of `n_tokens`: every `stride`-th token, `depth` layers
     /// ahead; `None` when this ubatch is not predicted.
     pub fn plan(&self, n_tokens: usize) -> Option<(usize, u32)> {
-        if n_tokens <= MAX_DECODE_TOKENS {
+        if decode_step(n_tokens) {
             Some((1, self.depth))
         } else if self.prefill_tokens > 0 {
             Some((n_tokens.div_ceil(self.prefill_tokens), 1))
@@ -125,9 +135,9 @@ impl Predictor {
         }
     }
 
-    /// How many experts each predicted token reads at most.
+    /// How many experts each token of a decode step reads at most.
     pub fn reads_per_token(&self) -> usize {
-        self.selector.picks()
+        self.decode_reads.per_token(self.selector.n_used())
     }
 
     /// The next layer after `layer` that has a router.
@@ -163,6 +173,11 @@ impl Predictor {
                 },
             )
         };
+        self.selector.set_reads(if decode_step(n_tokens) {
+            self.decode_reads
+        } else {
+            PredictReads::All
+        });
         self.selector.clear();
         for tok in (0..n_tokens).step_by(stride.max(1)) {
             // SAFETY: `x` has been computed (it is an ancestor of the topk node the scheduler
