@@ -143,8 +143,8 @@ pub struct Selector {
     n_embd: usize,
     n_expert: usize,
     n_used: usize,
-    /// How many of each token's `n_used` best-scored experts are collected (at most
-    /// `n_used`).
+    /// How many of each token's `n_used` best-scored experts are collected
+    /// (`PredictReads::per_token`, never more than `n_used`).
     picks: usize,
     rule: RoutingRule,
     scores: Vec<f32>,
@@ -185,7 +185,7 @@ impl Selector {
     /// From now on collect only `reads`' share of each token's selection, the best-scored
     /// first.
     pub fn set_reads(&mut self, reads: PredictReads) {
-        self.picks = reads.per_token(self.n_used).min(self.n_used);
+        self.picks = reads.per_token(self.n_used);
     }
 
     /// Experts the model routes each token to.

@@ -88,7 +88,8 @@ pub struct RunStats {
     pub io_counters: Arc<IoCounters>,
     /// The longest range one readahead call reads in full (smallest over the model's files).
     pub willneed_chunk_bytes: Counter,
-    /// Of the experts a prediction names per token, how many are read (0: no prediction).
+    /// Of the experts a prediction names per decode token, how many are read (0: no
+    /// prediction).
     pub predicted_per_token: Counter,
     /// Of the expert budget, the bytes kept for evictions queued on the eviction thread.
     pub evict_slack_bytes: Counter,
@@ -258,7 +259,7 @@ pub struct PredictionPhase {
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct PredictionSection {
-    /// Of the experts a prediction names for each token, how many are read: the
+    /// Of the experts a prediction names for each decode token, how many are read: the
     /// best-scored ones (`--predict-reads`); 0 without prediction.
     #[serde(default)]
     pub experts_per_token: u64,
