@@ -254,6 +254,8 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
     assert_eq!(tags["models"][0]["name"], "qwen3-30b-a3b-mini");
     let show = post(&server, "/api/show", json!({"model": "x"}));
     assert_eq!(show["details"]["family"], "qwen3moe");
+    // `general.file_type`, which synth writes as converters do (its experts are Q4_K).
+    assert_eq!(show["details"]["quantization_level"], "Q4_K_M");
     assert_eq!(show["model_info"]["qwen3moe.context_length"], 40_960);
     assert!(get("/api/version")["version"].is_string());
 

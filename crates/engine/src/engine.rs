@@ -345,7 +345,7 @@ impl Engine {
             size_bytes: self.model.size(),
             file_type: meta("general.file_type")
                 .and_then(|t| t.parse::<u32>().ok())
-                .map(file_type_name)
+                .map(|t| epm_gguf::FileType(t).name())
                 .unwrap_or("unknown"),
             arch,
         }
@@ -443,27 +443,3 @@ pub struct ModelFacts {
     pub file_type: &'static str,
 }
 
-/// llama.cpp's names for `general.file_type` (`enum llama_ftype`).
-fn file_type_name(t: u32) -> &'static str {
-    match t {
-        0 => "F32",
-        1 => "F16",
-        2 => "Q4_0",
-        3 => "Q4_1",
-        7 => "Q8_0",
-        8 => "Q5_0",
-        9 => "Q5_1",
-        10 => "Q2_K",
-        11 => "Q3_K_S",
-        12 => "Q3_K_M",
-        13 => "Q3_K_L",
-        14 => "Q4_K_S",
-        15 => "Q4_K_M",
-        16 => "Q5_K_S",
-        17 => "Q5_K_M",
-        18 => "Q6_K",
-        32 => "BF16",
-        38 => "MXFP4_MOE",
-        _ => "other",
-    }
-}

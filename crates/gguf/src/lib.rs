@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod file_type;
 mod reader;
 #[cfg(test)]
 mod tests;
@@ -14,6 +15,7 @@ mod value;
 pub mod writer;
 
 pub use error::GgufError;
+pub use file_type::FileType;
 pub use reader::{split_path, GgufFile, GgufModel, TensorInfo};
 pub use types::GgmlType;
 pub use value::Value;
