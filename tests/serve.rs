@@ -356,6 +356,8 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
         st.written_bytes > 0 && st.read_bytes == st.written_bytes,
         "{st:?}"
     );
+    // The engine's time in them is counted: a save writes and syncs, a load reads.
+    assert!(st.save_us > 0 && st.load_us > 0, "{st:?}");
     // The second agent takes the slot; the first one's system message is already stored.
     s.chat(&agent_request(&other_system, "List the files in src."));
     assert_eq!(live_stats(&s).prompt_store.saved, 1);

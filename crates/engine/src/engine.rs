@@ -442,4 +442,3 @@ pub struct ModelFacts {
     /// `general.file_type`, as llama.cpp names it (`Q4_K_M` ...).
     pub file_type: &'static str,
 }
-

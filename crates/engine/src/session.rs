@@ -533,19 +533,30 @@ impl<'e> Session<'e> {
             });
         }
         let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
+        let started = std::time::Instant::now();
+        let mut phases = [std::time::Duration::ZERO; 2];
         let (saved, dropped) = self.with_file_room(size, path, |s| {
             let written = s
                 .hooked
                 .ctx()
                 .state_seq_save_file(path, seq, &ids)
                 .map_err(|e| format!("llama.cpp could not save it: {e}"))?;
+            phases[0] = started.elapsed();
             // Read back while the file is still in the page cache.
             let sum = file_sum(path).map_err(|e| format!("it cannot be read back: {e}"))?;
+            phases[1] = started.elapsed();
             Ok::<_, String>(SavedFile {
                 bytes: written as u64,
                 sum,
             })
         });
+        tracing::debug!(
+            "prefix of {} tokens, {file_bytes} bytes: written in {:?}, summed in {:?}, synced and dropped in {:?}",
+            tokens.len(),
+            phases[0],
+            phases[1].saturating_sub(phases[0]),
+            started.elapsed().saturating_sub(phases[1].max(phases[0])),
+        );
         let file = saved.map_err(failed)?;
         dropped.map_err(|e| failed(e.to_string()))?;
         Ok(file)

@@ -70,10 +70,23 @@ mod tests {
                 assert_ne!(ft.name(), "other", "type {id}");
             }
         }
-        assert_eq!(FileType::mostly(GgmlType::Q4_K).map(FileType::name), Some("Q4_K_M"));
-        assert_eq!(FileType::mostly(GgmlType::MXFP4).map(FileType::name), Some("MXFP4_MOE"));
-        assert_eq!(FileType::mostly(GgmlType::Q8_0).map(FileType::name), Some("Q8_0"));
-        assert_eq!(FileType::mostly(GgmlType(15)), None, "Q8_K is no file's type");
+        assert_eq!(
+            FileType::mostly(GgmlType::Q4_K).map(FileType::name),
+            Some("Q4_K_M")
+        );
+        assert_eq!(
+            FileType::mostly(GgmlType::MXFP4).map(FileType::name),
+            Some("MXFP4_MOE")
+        );
+        assert_eq!(
+            FileType::mostly(GgmlType::Q8_0).map(FileType::name),
+            Some("Q8_0")
+        );
+        assert_eq!(
+            FileType::mostly(GgmlType(15)),
+            None,
+            "Q8_K is no file's type"
+        );
         assert_eq!(FileType(1024 + 15).name(), "other");
     }
 }

@@ -53,6 +53,9 @@ pub struct RunStats {
     pub prefix_store_failures: Counter,
     /// Saves not written because the prefix alone was larger than the whole store.
     pub prefixes_too_large: Counter,
+    /// Wall time the engine spent saving and loading prefixes (a request waits for it).
+    pub prefix_save_us: Counter,
+    pub prefix_load_us: Counter,
     /// Prefixes an earlier run left that this run took up at its start, and their bytes.
     pub prefixes_restored: Counter,
     pub prefix_bytes_restored: Counter,
@@ -156,6 +159,12 @@ pub struct PromptStoreSection {
     /// Prefixes not put aside because each alone was larger than the whole store.
     #[serde(default)]
     pub too_large: u64,
+    /// Wall time spent saving (writing, summing, syncing and dropping from the page cache)
+    /// and loading prefixes, failed tries included: the engine does nothing else meanwhile.
+    #[serde(default)]
+    pub save_us: u64,
+    #[serde(default)]
+    pub load_us: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -596,6 +605,8 @@ impl RunStats {
                 restored_bytes: self.prefix_bytes_restored.get(),
                 saved_idle: self.prefixes_saved_idle.get(),
                 too_large: self.prefixes_too_large.get(),
+                save_us: self.prefix_save_us.get(),
+                load_us: self.prefix_load_us.get(),
             },
         }
     }

@@ -484,7 +484,12 @@ impl StoreFiles {
         let id = self.store.new_id();
         let path = self.folder.path(id);
         let capacity = self.store.capacity_bytes();
-        let saved = match backend.save_prefix(slot.seq, &tokens, &path, capacity) {
+        let started = Instant::now();
+        let result = backend.save_prefix(slot.seq, &tokens, &path, capacity);
+        stats
+            .prefix_save_us
+            .add(started.elapsed().as_micros() as u64);
+        let saved = match result {
             Ok(file) => {
                 stats.prefixes_saved.inc();
                 stats.prefix_bytes_written.add(file.bytes);
@@ -1087,7 +1092,12 @@ impl<'b, B: Backend> Generator<'b, B> {
         };
         let id = entry.id;
         let path = files.folder.path(id);
-        match backend.load_prefix(slot.seq, &entry.tokens, &path, entry.file()) {
+        let started = Instant::now();
+        let loaded = backend.load_prefix(slot.seq, &entry.tokens, &path, entry.file());
+        stats
+            .prefix_load_us
+            .add(started.elapsed().as_micros() as u64);
+        match loaded {
             Ok(()) => {
                 stats.prefixes_loaded.inc();
                 stats.prefix_bytes_read.add(entry.bytes);
