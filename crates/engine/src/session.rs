@@ -534,17 +534,19 @@ impl<'e> Session<'e> {
         }
         let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
         let started = std::time::Instant::now();
-        let mut phases = [std::time::Duration::ZERO; 2];
+        // When llama.cpp's write and the checksum ended (zero where they did not).
+        let (mut written_at, mut summed_at) =
+            (std::time::Duration::ZERO, std::time::Duration::ZERO);
         let (saved, dropped) = self.with_file_room(size, path, |s| {
             let written = s
                 .hooked
                 .ctx()
                 .state_seq_save_file(path, seq, &ids)
                 .map_err(|e| format!("llama.cpp could not save it: {e}"))?;
-            phases[0] = started.elapsed();
+            written_at = started.elapsed();
             // Read back while the file is still in the page cache.
             let sum = file_sum(path).map_err(|e| format!("it cannot be read back: {e}"))?;
-            phases[1] = started.elapsed();
+            summed_at = started.elapsed();
             Ok::<_, String>(SavedFile {
                 bytes: written as u64,
                 sum,
@@ -553,9 +555,9 @@ impl<'e> Session<'e> {
         tracing::debug!(
             "prefix of {} tokens, {file_bytes} bytes: written in {:?}, summed in {:?}, synced and dropped in {:?}",
             tokens.len(),
-            phases[0],
-            phases[1].saturating_sub(phases[0]),
-            started.elapsed().saturating_sub(phases[1].max(phases[0])),
+            written_at,
+            summed_at.saturating_sub(written_at),
+            started.elapsed().saturating_sub(summed_at.max(written_at)),
         );
         let file = saved.map_err(failed)?;
         dropped.map_err(|e| failed(e.to_string()))?;
