@@ -358,6 +358,15 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
     );
     // The engine's time in them is counted: a save writes and syncs, a load reads.
     assert!(st.save_us > 0 && st.load_us > 0, "{st:?}");
+    // Written and read past the page cache: nothing of the file stays there, outside the
+    // budget's accounting.
+    for e in std::fs::read_dir(folder()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension() == Some("kv".as_ref()) {
+            let cached = epm_sys::cache::file_cache_resident_bytes(&path).unwrap();
+            assert_eq!(cached, 0, "{} stays in the page cache", path.display());
+        }
+    }
     // The second agent takes the slot; the first one's system message is already stored.
     s.chat(&agent_request(&other_system, "List the files in src."));
     assert_eq!(live_stats(&s).prompt_store.saved, 1);

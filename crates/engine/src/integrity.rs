@@ -41,22 +41,12 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// A checksum of a whole file's bytes, against accidents (a file cut short, changed or
+/// A checksum of a saved prefix's bytes, against accidents (a file cut short, changed or
 /// replaced under our folder): XXH3-64, which runs at memory speed, where a cryptographic
 /// hash took a tenth of a second per 200 MB prefix on every save and every load, with the
 /// engine waiting.
-pub fn file_sum(path: &Path) -> std::io::Result<u64> {
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let mut file = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok(hasher.digest()),
-            Ok(n) => hasher.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+pub fn bytes_sum(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
 fn header_sum(path: &Path) -> std::io::Result<u64> {

@@ -6,8 +6,8 @@
 //! drives; [`telemetry`] turns the run's counters into the stats file.
 //!
 //! No terminal I/O: progress and text reach the caller through callbacks and sinks. The
-//! only `unsafe` code is in the hook module (the FFI trampoline, the tensors it reads, and
-//! finding llama.cpp's mappings).
+//! only `unsafe` code is in the hook module (the FFI trampoline, the tensors it reads,
+//! finding llama.cpp's mappings, and a sequence's state copied to and from our buffers).
 
 #![deny(unsafe_code)]
 
@@ -18,6 +18,7 @@ pub mod generation;
 #[allow(unsafe_code)]
 mod hook;
 pub mod integrity;
+mod prefix_file;
 pub mod prompt_folder;
 mod session;
 pub mod telemetry;

@@ -22,7 +22,9 @@ use crate::engine::{Engine, SessionOptions};
 use crate::error::EngineError;
 use crate::generation::text::Utf8State;
 use crate::hook::{attach, GoneProbe, HookedContext, Stopped};
-use crate::integrity::file_sum;
+use crate::integrity::bytes_sum;
+use crate::prefix_file;
+use epm_sys::fs::{read_whole_uncached, write_whole_uncached, PageBuf};
 
 /// How to pick the next token.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -498,10 +500,10 @@ impl<'e> Session<'e> {
     }
 
     /// Save the KV of sequence `seq`'s first `tokens.len()` positions, which hold `tokens`,
-    /// to `path` (positions past them are dropped first), and its checksum. The file passes
-    /// through the page cache, so the expert cache gives up its size meanwhile, and it is
-    /// dropped from the cache after (synced first: a file a later run may read must be
-    /// whole on disk).
+    /// to `path` (positions past them are dropped first), and its checksum. The file
+    /// ([`prefix_file`]) is put together in memory and written past the page cache, so the
+    /// expert cache gives up its size meanwhile; it is synced (a file a later run may read
+    /// must be whole on disk).
     pub fn save_prefix(
         &mut self,
         seq: i32,
@@ -518,72 +520,64 @@ impl<'e> Session<'e> {
                 "this model's sequences cannot be saved part by part".into(),
             ));
         }
-        let size = self.hooked.ctx().state_seq_get_size_ext(
+        let state_bytes = self.hooked.ctx().state_seq_get_size_ext(
             seq,
             llama_cpp_2::context::session::LlamaStateSeqFlags::empty(),
-        ) as u64;
-        // `llama_state_seq_save_file` writes a header (magic, version, token count: three
-        // u32), the tokens, then the state.
-        let file_bytes = 12 + (tokens.len() * std::mem::size_of::<LlamaToken>()) as u64 + size;
-        if file_bytes > max_bytes {
+        );
+        let file_bytes = prefix_file::file_len(tokens.len(), state_bytes);
+        if file_bytes as u64 > max_bytes {
             return Err(EngineError::PrefixLargerThanStore {
                 tokens: tokens.len(),
-                bytes: file_bytes,
+                bytes: file_bytes as u64,
                 capacity: max_bytes,
             });
         }
-        let ids: Vec<LlamaToken> = tokens.iter().map(|&t| LlamaToken(t)).collect();
         let started = std::time::Instant::now();
-        // When llama.cpp's write and the checksum ended (zero where they did not).
-        let (mut written_at, mut summed_at) =
-            (std::time::Duration::ZERO, std::time::Duration::ZERO);
-        let (saved, dropped) = self.with_file_room(size, path, |s| {
-            let written = s
-                .hooked
-                .ctx()
-                .state_seq_save_file(path, seq, &ids)
-                .map_err(|e| format!("llama.cpp could not save it: {e}"))?;
-            written_at = started.elapsed();
-            // Read back while the file is still in the page cache.
-            let sum = file_sum(path).map_err(|e| format!("it cannot be read back: {e}"))?;
+        // When the state was copied and summed (zero where it did not get that far).
+        let (mut copied_at, mut summed_at) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+        let saved = self.with_io_room(file_bytes as u64, |s| {
+            let mut buf = PageBuf::new(file_bytes)
+                .map_err(|e| format!("no memory to put it together: {e}"))?;
+            let state = prefix_file::write_head(buf.as_mut_slice(), tokens);
+            let copied = s.hooked.copy_seq_state(seq, state);
+            if copied != state_bytes {
+                return Err(format!(
+                    "llama.cpp gave {copied} bytes of state, not the {state_bytes} it announced"
+                ));
+            }
+            copied_at = started.elapsed();
+            let sum = bytes_sum(buf.as_slice());
             summed_at = started.elapsed();
-            Ok::<_, String>(SavedFile {
-                bytes: written as u64,
+            write_whole_uncached(path, &buf).map_err(|e| format!("it cannot be written: {e}"))?;
+            Ok(SavedFile {
+                bytes: file_bytes as u64,
                 sum,
             })
         });
         tracing::debug!(
-            "prefix of {} tokens, {file_bytes} bytes: written in {:?}, summed in {:?}, synced and dropped in {:?}",
+            "prefix of {} tokens, {file_bytes} bytes: state copied in {:?}, summed in {:?}, written in {:?}",
             tokens.len(),
-            written_at,
-            summed_at.saturating_sub(written_at),
-            started.elapsed().saturating_sub(summed_at.max(written_at)),
+            copied_at,
+            summed_at.saturating_sub(copied_at),
+            started.elapsed().saturating_sub(summed_at.max(copied_at)),
         );
-        let file = saved.map_err(failed)?;
-        dropped.map_err(|e| failed(e.to_string()))?;
-        Ok(file)
+        saved.map_err(failed)
     }
 
-    /// Run `io`, which has llama.cpp write or read the `bytes` of `path` through the page
-    /// cache: the expert cache gives up that much meanwhile, and the file is dropped from
-    /// the page cache after (the second result).
-    fn with_file_room<T>(
-        &mut self,
-        bytes: u64,
-        path: &std::path::Path,
-        io: impl FnOnce(&mut Self) -> T,
-    ) -> (T, std::io::Result<()>) {
+    /// Run `io`, which holds a saved prefix's file of `bytes` in memory: the expert cache
+    /// gives up that much meanwhile.
+    fn with_io_room<T>(&mut self, bytes: u64, io: impl FnOnce(&mut Self) -> T) -> T {
         self.hooked.hook().set_io_room(bytes);
         let out = io(self);
-        let dropped = epm_sys::fs::drop_from_cache(path);
         self.hooked.hook().set_io_room(0);
-        (out, dropped)
+        out
     }
 
     /// Load into sequence `seq` (whose cache is dropped first) the prefix that
     /// [`save_prefix`](Self::save_prefix) saved to `path` with `tokens`, written as `file`.
-    /// A file of another size or checksum is refused before llama.cpp reads it. On an error
-    /// the sequence holds nothing.
+    /// The file is read whole past the page cache; one of another size or checksum, or
+    /// holding other tokens, is refused before llama.cpp reads it. On an error the sequence
+    /// holds nothing.
     pub fn load_prefix(
         &mut self,
         seq: i32,
@@ -592,38 +586,49 @@ impl<'e> Session<'e> {
         file: SavedFile,
     ) -> Result<(), EngineError> {
         self.clear(seq);
-        let (loaded, _) = self.with_file_room(file.bytes, path, |s| {
-            // Summed first (the read leaves the file in the page cache for llama.cpp's).
-            let on_disk = std::fs::metadata(path).map(|m| m.len());
-            match on_disk {
-                Ok(n) if n != file.bytes => {
-                    return Err(format!("it has {n} bytes, not the {} written", file.bytes))
-                }
-                Err(e) => return Err(format!("it cannot be read: {e}")),
-                Ok(_) => {}
+        let started = std::time::Instant::now();
+        // When the file was read and summed (zero where it did not get that far).
+        let (mut read_at, mut summed_at) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+        let loaded = self.with_io_room(file.bytes, |s| {
+            let buf = read_whole_uncached(path).map_err(|e| format!("it cannot be read: {e}"))?;
+            read_at = started.elapsed();
+            if buf.len() as u64 != file.bytes {
+                return Err(format!(
+                    "it has {} bytes, not the {} written",
+                    buf.len(),
+                    file.bytes
+                ));
             }
-            match file_sum(path) {
-                Ok(sum) if sum != file.sum => {
-                    return Err("its bytes are not those written (checksum)".into())
-                }
-                Err(e) => return Err(format!("it cannot be read: {e}")),
-                Ok(_) => {}
+            if bytes_sum(buf.as_slice()) != file.sum {
+                return Err("its bytes are not those written (checksum)".into());
             }
-            s.hooked
-                .ctx_mut()
-                .state_seq_load_file(path, seq, tokens.len())
-                .map_err(|e| format!("llama.cpp could not load it: {e}"))
+            summed_at = started.elapsed();
+            let state =
+                prefix_file::state_holding(buf.as_slice(), tokens).map_err(|e| e.to_string())?;
+            match s.hooked.restore_seq_state(seq, state) {
+                n if n == state.len() => Ok(()),
+                0 => Err("llama.cpp could not load it".into()),
+                n => Err(format!(
+                    "llama.cpp read {n} of its {} bytes of state",
+                    state.len()
+                )),
+            }
         });
-        let same = matches!(&loaded, Ok((ids, _)) if ids.len() == tokens.len()
-            && ids.iter().zip(tokens).all(|(a, &b)| a.0 == b));
-        if !same || self.held_tokens(seq) != tokens.len() {
+        tracing::debug!(
+            "prefix of {} tokens, {} bytes: read in {:?}, summed in {:?}, restored in {:?}",
+            tokens.len(),
+            file.bytes,
+            read_at,
+            summed_at.saturating_sub(read_at),
+            started.elapsed().saturating_sub(summed_at.max(read_at)),
+        );
+        if loaded.is_err() || self.held_tokens(seq) != tokens.len() {
             self.clear(seq);
             return Err(EngineError::PromptStore {
                 path: path.to_path_buf(),
-                reason: match loaded {
-                    Err(reason) => reason,
-                    Ok(_) => "it held other tokens than were saved".into(),
-                },
+                reason: loaded
+                    .err()
+                    .unwrap_or_else(|| "it held other positions than were saved".into()),
             });
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! Files: atomic replacement (a temporary name, fsync, rename), `O_DIRECT` streaming writes
-//! on threads of their own, outputs that leave nothing in the page cache, page-aligned
-//! buffers, free space, and an exclusive lock one process at a time holds.
+//! on threads of their own, whole files written and read past the page cache, outputs that
+//! leave nothing in the page cache, page-aligned buffers, free space, and an exclusive lock one process at a time holds.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -87,6 +87,165 @@ impl AlignedBuf {
     }
 }
 
+/// A zeroed buffer of anonymous memory for whole-file `O_DIRECT` I/O, mapped in whole pages
+/// (so page-aligned, with the last page's tail as padding): its pages go back to the kernel
+/// when it drops, where a large heap block freed may stay in the process's RSS, outside the
+/// budget's accounting.
+pub struct PageBuf {
+    map: memmap2::MmapMut,
+    len: usize,
+}
+
+impl PageBuf {
+    pub fn new(len: usize) -> io::Result<PageBuf> {
+        let mapped = len.next_multiple_of(page_size()).max(page_size());
+        // Neither huge pages (`MADV_HUGEPAGE`) nor `MAP_POPULATE` filled a 197 MB buffer
+        // faster here under a cgroup cap: 410 and 226 ms against 130-180 ms faulted in.
+        let map = memmap2::MmapMut::map_anon(mapped)?;
+        Ok(PageBuf { map, len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.map[..self.len]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.map[..self.len]
+    }
+
+    /// The bytes rounded up to whole pages, as direct I/O moves them.
+    fn pages(&self) -> &[u8] {
+        &self.map[..self.len.next_multiple_of(page_size())]
+    }
+
+    fn pages_mut(&mut self) -> &mut [u8] {
+        let end = self.len.next_multiple_of(page_size());
+        &mut self.map[..end]
+    }
+}
+
+/// Whole-file I/O moves pieces of this size (a multiple of any page size)...
+const WHOLE_FILE_PIECE: usize = 8 << 20;
+/// ...with this many in flight: a cloud disk here did 1.16 GB/s at queue depth 1 and 2.05
+/// GB/s at 4.
+const WHOLE_FILE_IN_FLIGHT: usize = 3;
+
+/// Run `each` on every item, from a few threads at once; the first error is returned.
+fn on_io_threads<T: Send>(
+    items: impl Iterator<Item = T> + Send,
+    each: impl Fn(T) -> io::Result<()> + Sync,
+) -> io::Result<()> {
+    let items = Mutex::new(items);
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..WHOLE_FILE_IN_FLIGHT)
+            .map(|_| {
+                scope.spawn(|| loop {
+                    let next = items
+                        .lock()
+                        .map_err(|_| io::Error::other("poisoned"))?
+                        .next();
+                    let Some(item) = next else {
+                        return Ok(());
+                    };
+                    each(item)?;
+                })
+            })
+            .collect();
+        threads.into_iter().fold(Ok(()), |first, t| {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("an I/O thread panicked")));
+            first.and(r)
+        })
+    })
+}
+
+/// Create (truncate) `path` and write all of `buf` to it, past the page cache where the
+/// filesystem allows `O_DIRECT` (whole pages, the file then cut to size), else written and
+/// then dropped from the cache; synced either way. Several writes are in flight.
+pub fn write_whole_uncached(path: &Path, buf: &PageBuf) -> io::Result<()> {
+    let (file, direct) = create_for_streaming(path)?;
+    let bytes = if direct { buf.pages() } else { buf.as_slice() };
+    on_io_threads(bytes.chunks(WHOLE_FILE_PIECE).enumerate(), |(i, piece)| {
+        file.write_all_at(piece, (i * WHOLE_FILE_PIECE) as u64)
+    })?;
+    if direct {
+        file.set_len(buf.len() as u64)?;
+    }
+    file.sync_all()?;
+    if !direct {
+        drop_pages(&file)?;
+    }
+    Ok(())
+}
+
+/// Read all of `path` into a new buffer, past the page cache where the filesystem allows
+/// `O_DIRECT`, else through it and then dropped from it. Several reads are in flight. A file
+/// that shrinks meanwhile is an `UnexpectedEof` error; one that grows is read to its length
+/// at the start.
+pub fn read_whole_uncached(path: &Path) -> io::Result<PageBuf> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    let (file, direct) = match opts.clone().custom_flags(libc::O_DIRECT).open(path) {
+        Ok(f) => (f, true),
+        // tmpfs and some network filesystems refuse O_DIRECT.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (opts.open(path)?, false),
+        Err(e) => return Err(e),
+    };
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| io::Error::other("the file is larger than this machine's address space"))?;
+    let mut buf = PageBuf::new(len)?;
+    let bytes = if direct {
+        buf.pages_mut()
+    } else {
+        buf.as_mut_slice()
+    };
+    on_io_threads(
+        bytes.chunks_mut(WHOLE_FILE_PIECE).enumerate(),
+        |(i, piece)| {
+            let offset = i * WHOLE_FILE_PIECE;
+            // Direct reads ask for whole pages; the file's part of them is what must come.
+            let expected = piece.len().min(len.saturating_sub(offset));
+            let mut got = 0;
+            while got < expected {
+                match file.read_at(&mut piece[got..], (offset + got) as u64) {
+                    Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        },
+    )?;
+    if direct {
+        // Past the file's end the pages hold zeros again, whatever the last read left.
+        buf.pages_mut()[len..].fill(0);
+    } else {
+        drop_pages(&file)?;
+    }
+    Ok(buf)
+}
+
+/// Drop a file's clean pages from the page cache.
+fn drop_pages(file: &File) -> io::Result<()> {
+    nix::fcntl::posix_fadvise(
+        file,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .map_err(io::Error::from)
+}
+
 /// Bytes an unprivileged writer may still use on the filesystem holding `dir`.
 pub fn free_bytes(dir: &Path) -> io::Result<u64> {
     let st = nix::sys::statvfs::statvfs(dir)?;
@@ -115,20 +274,6 @@ pub fn create_for_streaming(path: &Path) -> io::Result<(File, bool)> {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((opts.open(path)?, false)),
         Err(e) => Err(e),
     }
-}
-
-/// Make `path` durable and drop it from the page cache: a file written or read by code that
-/// cannot use [`UncachedWriter`] (llama.cpp's own), whose pages the budget does not count.
-pub fn drop_from_cache(path: &Path) -> io::Result<()> {
-    let file = File::open(path)?;
-    file.sync_data()?;
-    nix::fcntl::posix_fadvise(
-        &file,
-        0,
-        0,
-        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-    )
-    .map_err(io::Error::from)
 }
 
 /// An exclusive advisory lock (`flock`) on a file, held until dropped, and by the kernel
@@ -395,6 +540,46 @@ mod tests {
             .unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), data, "{}", dir.display());
         }
+    }
+
+    #[test]
+    fn whole_files_round_trip_past_the_page_cache() {
+        // On disk (O_DIRECT, where nothing may stay cached) and in /dev/shm where it exists
+        // (the buffered fallback); empty, under a page, a page, and more than two pieces
+        // but not a multiple of a page.
+        let on_disk = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let shm = tempfile::tempdir_in("/dev/shm").ok();
+        for dir in std::iter::once(on_disk.path()).chain(shm.as_ref().map(|d| d.path())) {
+            for len in [0, 1, page_size(), WHOLE_FILE_PIECE * 2 + 1234] {
+                let mut buf = PageBuf::new(len).unwrap();
+                assert_eq!(buf.as_slice().as_ptr() as usize % page_size(), 0);
+                for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
+                    *b = (i * 31 % 251) as u8;
+                }
+                let path = dir.join(format!("whole-{len}.bin"));
+                // Over a longer file: the new one replaces it whole.
+                std::fs::write(&path, vec![7u8; len + 5000]).unwrap();
+                write_whole_uncached(&path, &buf).unwrap();
+                assert_eq!(std::fs::metadata(&path).unwrap().len(), len as u64);
+                let back = read_whole_uncached(&path).unwrap();
+                assert_eq!(back.len(), len);
+                assert!(
+                    back.as_slice() == buf.as_slice(),
+                    "{len} bytes in {}",
+                    dir.display()
+                );
+                assert!(back.pages()[len..].iter().all(|&b| b == 0));
+                if dir == on_disk.path() {
+                    let cached = crate::cache::file_cache_resident_bytes(&path).unwrap();
+                    assert_eq!(cached, 0, "{len} bytes: left in the page cache");
+                }
+            }
+        }
+        let missing = read_whole_uncached(&on_disk.path().join("nothing.bin"));
+        assert_eq!(
+            missing.err().map(|e| e.kind()),
+            Some(io::ErrorKind::NotFound)
+        );
     }
 
     #[test]

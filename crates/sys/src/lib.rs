@@ -11,7 +11,8 @@
 //! - [`cgroup`]: the memory cgroup whose limit binds the process, and the kernel memory
 //!   charged to it.
 //! - [`proc`]: one reader for `/proc` and sysfs (memory, I/O, machine, readahead window).
-//! - [`fs`]: `O_DIRECT` streaming writes, atomic file writes, free space.
+//! - [`fs`]: `O_DIRECT` streaming writes, whole files written and read past the page cache,
+//!   atomic file writes, free space.
 //! - [`sigbus`]: a clear message instead of a bare "Bus error" when a mapped model file
 //!   shrinks under the process.
 

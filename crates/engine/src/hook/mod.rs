@@ -8,8 +8,9 @@
 //!
 //! This module and its children hold the engine's `unsafe` code: the trampoline, reading
 //! tensors the scheduler hands over, finding llama.cpp's mappings ([`attach`]), and
-//! [`HookedContext`], which ties the hook's lifetime to the context that calls it and reads
-//! the context's memory as llama.cpp reports it (`ffi/context_memory.cpp`).
+//! [`HookedContext`], which ties the hook's lifetime to the context that calls it, reads
+//! the context's memory as llama.cpp reports it (`ffi/context_memory.cpp`), and copies a
+//! sequence's state into and out of the prompt store's buffers.
 
 pub(crate) mod attach;
 mod graph;
@@ -534,6 +535,41 @@ impl<'m> HookedContext<'m> {
 
     pub fn hook(&self) -> &HookState {
         &self.hook
+    }
+
+    /// Copy all of sequence `seq`'s state, as `llama_state_seq_get_data_ext` gives it, into
+    /// `out`, which `state_seq_get_size_ext` sized. Returns the bytes llama.cpp wrote: 0 when
+    /// it failed, which it reports rather than writing past `out`.
+    pub fn copy_seq_state(&self, seq: i32, out: &mut [u8]) -> usize {
+        // SAFETY: the context is live for the call; llama.cpp writes through a writer bounded
+        // by the size passed, `out.len()`, and `out` is ours and writable that far.
+        unsafe {
+            llama_cpp_sys_2::llama_state_seq_get_data_ext(
+                self.ctx.as_ptr().cast_mut(),
+                out.as_mut_ptr(),
+                out.len(),
+                seq,
+                0,
+            )
+        }
+    }
+
+    /// Make sequence `seq` hold `state`, bytes that [`copy_seq_state`](Self::copy_seq_state)
+    /// gave. Returns the bytes llama.cpp read: 0 when it refused them (a state of another
+    /// shape), with the sequence then cleared.
+    pub fn restore_seq_state(&mut self, seq: i32, state: &[u8]) -> usize {
+        // SAFETY: the context is live and held exclusively (`&mut self`); llama.cpp reads
+        // through a reader bounded by `state.len()`, checks the magic and the shapes it
+        // reads, and throws (caught there: it returns 0) instead of reading further.
+        unsafe {
+            llama_cpp_sys_2::llama_state_seq_set_data_ext(
+                self.ctx.as_ptr().cast_mut(),
+                state.as_ptr(),
+                state.len(),
+                seq,
+                0,
+            )
+        }
     }
 
     /// What llama.cpp reserved for this context, by its own accounting.
