@@ -590,15 +590,9 @@ impl<'e> Session<'e> {
         // When the file was read and summed (zero where it did not get that far).
         let (mut read_at, mut summed_at) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
         let loaded = self.with_io_room(file.bytes, |s| {
-            let buf = read_whole_uncached(path).map_err(|e| format!("it cannot be read: {e}"))?;
+            let buf = read_whole_uncached(path, file.bytes)
+                .map_err(|e| format!("it cannot be read: {e}"))?;
             read_at = started.elapsed();
-            if buf.len() as u64 != file.bytes {
-                return Err(format!(
-                    "it has {} bytes, not the {} written",
-                    buf.len(),
-                    file.bytes
-                ));
-            }
             if bytes_sum(buf.as_slice()) != file.sum {
                 return Err("its bytes are not those written (checksum)".into());
             }

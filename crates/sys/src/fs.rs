@@ -159,12 +159,15 @@ fn on_io_threads<T: Send>(
                 })
             })
             .collect();
-        threads.into_iter().fold(Ok(()), |first, t| {
+        // Every thread is joined; the first error is kept.
+        let mut first = Ok(());
+        for t in threads {
             let r = t
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("an I/O thread panicked")));
-            first.and(r)
-        })
+            first = first.and(r);
+        }
+        first
     })
 }
 
@@ -187,11 +190,11 @@ pub fn write_whole_uncached(path: &Path, buf: &PageBuf) -> io::Result<()> {
     Ok(())
 }
 
-/// Read all of `path` into a new buffer, past the page cache where the filesystem allows
-/// `O_DIRECT`, else through it and then dropped from it. Several reads are in flight. A file
-/// that shrinks meanwhile is an `UnexpectedEof` error; one that grows is read to its length
-/// at the start.
-pub fn read_whole_uncached(path: &Path) -> io::Result<PageBuf> {
+/// Read all of `path`, which must be `expected` bytes long, into a new buffer, past the page
+/// cache where the filesystem allows `O_DIRECT`, else through it and then dropped from it.
+/// Several reads are in flight. A file of another length is an `InvalidData` error before
+/// anything is allocated; one that shrinks meanwhile is an `UnexpectedEof` error.
+pub fn read_whole_uncached(path: &Path, expected: u64) -> io::Result<PageBuf> {
     let mut opts = std::fs::OpenOptions::new();
     opts.read(true);
     let (file, direct) = match opts.clone().custom_flags(libc::O_DIRECT).open(path) {
@@ -200,7 +203,14 @@ pub fn read_whole_uncached(path: &Path) -> io::Result<PageBuf> {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (opts.open(path)?, false),
         Err(e) => return Err(e),
     };
-    let len = usize::try_from(file.metadata()?.len())
+    let on_disk = file.metadata()?.len();
+    if on_disk != expected {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("it has {on_disk} bytes, not the {expected} expected"),
+        ));
+    }
+    let len = usize::try_from(on_disk)
         .map_err(|_| io::Error::other("the file is larger than this machine's address space"))?;
     let mut buf = PageBuf::new(len)?;
     let bytes = if direct {
@@ -561,7 +571,7 @@ mod tests {
                 std::fs::write(&path, vec![7u8; len + 5000]).unwrap();
                 write_whole_uncached(&path, &buf).unwrap();
                 assert_eq!(std::fs::metadata(&path).unwrap().len(), len as u64);
-                let back = read_whole_uncached(&path).unwrap();
+                let back = read_whole_uncached(&path, len as u64).unwrap();
                 assert_eq!(back.len(), len);
                 assert!(
                     back.as_slice() == buf.as_slice(),
@@ -575,11 +585,22 @@ mod tests {
                 }
             }
         }
-        let missing = read_whole_uncached(&on_disk.path().join("nothing.bin"));
+        let missing = read_whole_uncached(&on_disk.path().join("nothing.bin"), 0);
         assert_eq!(
             missing.err().map(|e| e.kind()),
             Some(io::ErrorKind::NotFound)
         );
+        // A file of another length than expected is refused before its size is allocated.
+        let path = on_disk.path().join(format!("whole-{}.bin", page_size()));
+        for expected in [0, page_size() as u64 - 1, u64::MAX] {
+            let e = read_whole_uncached(&path, expected).err().unwrap();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            assert!(
+                e.to_string()
+                    .contains(&format!("not the {expected} expected")),
+                "{e}"
+            );
+        }
     }
 
     #[test]
