@@ -1,6 +1,7 @@
 //! Files: atomic replacement (a temporary name, fsync, rename), `O_DIRECT` streaming writes
 //! on threads of their own, whole files written and read past the page cache, outputs that
-//! leave nothing in the page cache, page-aligned buffers, free space, and an exclusive lock one process at a time holds.
+//! leave nothing in the page cache, page-aligned buffers, free space, and an exclusive lock
+//! one process at a time holds.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -132,11 +133,10 @@ impl PageBuf {
     }
 }
 
-/// Whole-file I/O moves pieces of this size (a multiple of any page size)...
-const WHOLE_FILE_PIECE: usize = 8 << 20;
-/// ...with this many in flight: a cloud disk here did 1.16 GB/s at queue depth 1 and 2.05
-/// GB/s at 4.
-const WHOLE_FILE_IN_FLIGHT: usize = 3;
+/// Whole-file I/O moves pieces of a [`DirectWriter`]'s chunk size, as many in flight as it
+/// has writers (the disk's figures are there).
+const WHOLE_FILE_PIECE: usize = DirectWriter::CHUNK;
+const WHOLE_FILE_IN_FLIGHT: usize = DirectWriter::WRITERS;
 
 /// Run `each` on every item, from a few threads at once; the first error is returned.
 fn on_io_threads<T: Send>(
