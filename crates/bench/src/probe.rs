@@ -15,7 +15,7 @@ use epm_core::model::ModelIndex;
 use epm_core::units::MIB;
 use epm_gguf::GgufModel;
 use epm_synth::quant::Rng;
-use epm_sys::fs::AlignedBuf;
+use epm_sys::fs::PageBuf;
 use epm_sys::proc::{machine, read_ahead_kb, Machine};
 const SCRATCH_BYTES: u64 = 1 << 30;
 
@@ -83,7 +83,7 @@ fn measure(
             .map(|t| {
                 let next = &next;
                 s.spawn(move || -> std::io::Result<()> {
-                    let mut buf = AlignedBuf::new(block as usize);
+                    let mut buf = PageBuf::new(block as usize)?;
                     let mut rng = Rng::new(t as u64 + 7);
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);

@@ -59,36 +59,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     })
 }
 
-/// A zeroed, page-aligned buffer, as `O_DIRECT` I/O requires: a slice of an ordinary heap
-/// allocation, starting at its first page boundary.
-pub struct AlignedBuf {
-    storage: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl AlignedBuf {
-    pub fn new(len: usize) -> AlignedBuf {
-        let page = page_size();
-        let storage = vec![0u8; len + page];
-        let start = storage.as_ptr().align_offset(page);
-        AlignedBuf {
-            storage,
-            start,
-            len,
-        }
-    }
-
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
-    }
-
-    pub fn as_slice(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
-    }
-}
-
-/// A zeroed buffer of anonymous memory for whole-file `O_DIRECT` I/O, mapped in whole pages
+/// A zeroed buffer of anonymous memory for `O_DIRECT` I/O, mapped in whole pages
 /// (so page-aligned, with the last page's tail as padding): its pages go back to the kernel
 /// when it drops, where a large heap block freed may stay in the process's RSS, outside the
 /// budget's accounting.
@@ -377,11 +348,11 @@ impl Write for UncachedWriter {
 /// page-cache copy entirely. Chunks circulate between the threads; nothing is allocated
 /// after start-up. The last chunk is written padded to a page and the file then cut to size.
 pub struct DirectWriter {
-    chunk: AlignedBuf,
+    chunk: PageBuf,
     len: usize,
     written: u64,
-    to_writers: Option<SyncSender<(u64, AlignedBuf)>>,
-    free: Receiver<AlignedBuf>,
+    to_writers: Option<SyncSender<(u64, PageBuf)>>,
+    free: Receiver<PageBuf>,
     /// Shared with the writer threads until `finish` takes it back.
     file: Option<Arc<File>>,
     writers: Vec<JoinHandle<io::Result<()>>>,
@@ -394,12 +365,12 @@ impl DirectWriter {
 
     /// Stream into `file` (from [`create_for_streaming`]), from offset 0.
     pub fn new(file: File) -> io::Result<DirectWriter> {
-        let (to_writers, full) = sync_channel::<(u64, AlignedBuf)>(Self::CHUNKS);
+        let (to_writers, full) = sync_channel::<(u64, PageBuf)>(Self::CHUNKS);
         let full = Arc::new(Mutex::new(full));
         let (give_back, free) = channel();
         for _ in 0..Self::CHUNKS {
             give_back
-                .send(AlignedBuf::new(Self::CHUNK))
+                .send(PageBuf::new(Self::CHUNK)?)
                 .expect("receiver alive");
         }
         let file = Arc::new(file);
@@ -424,7 +395,7 @@ impl DirectWriter {
             );
         }
         Ok(DirectWriter {
-            chunk: AlignedBuf::new(Self::CHUNK),
+            chunk: PageBuf::new(Self::CHUNK)?,
             len: 0,
             written: 0,
             to_writers: Some(to_writers),
@@ -521,9 +492,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn aligned_buffers_start_on_a_page() {
+    fn page_buffers_start_on_a_page() {
         for len in [1, 4096, 12_345] {
-            let mut b = AlignedBuf::new(len);
+            let mut b = PageBuf::new(len).unwrap();
             assert_eq!(b.as_slice().as_ptr() as usize % page_size(), 0);
             assert_eq!(b.as_mut_slice().len(), len);
             assert!(b.as_slice().iter().all(|&x| x == 0));
