@@ -2,8 +2,9 @@
 """Decode speed against the context a generation decodes after: `generate -n N` after a
 short and a long prompt, paged (cold cache, under a cgroup cap equal to the budget) and
 unpaged (warm: the file read once before), alternating, `--runs` each. With `--server`,
-also `serve` paged: a fresh server per run under the same cap, one llama.cpp-native
-`/completion` of the same prompt, and the figures from its `/stats`. Reports seconds per
+also `serve`, paged and unpaged: a fresh server per run (paged under the same cap), one
+llama.cpp-native `/completion` of the same prompt, and the figures from its `/stats`; the
+server adds no fall of its own when its slowdown matches `generate`'s in the same mode. Reports seconds per
 decoded token, the decode cache hit rate and the bytes read per decode step, and how much
 decode slows from the short to the long prompt, paged and unpaged: paging adds no fall of
 its own when the paged slowdown (in seconds per token) is no larger than the unpaged one.
@@ -31,10 +32,12 @@ def run_one(a, exe, tmp, tag, prompt, flags, cap=None):
     return figures(json.load(open(stats)))
 
 
-def run_server(a, exe, prompt, cap):
-    """One cold server under `cap`: the prompt as one `/completion` of `-n` tokens, greedy."""
-    cmd = cap.wrap([exe, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2",
-                    "--ram-budget-mb", str(a.budget_mb), *shlex.split(a.flags)])
+def run_server(a, exe, prompt, cap=None, flags=None):
+    """One fresh server (under `cap` when given): the prompt as one `/completion` of `-n`
+    tokens, greedy. `flags` default to the budget's (paged)."""
+    flags = flags if flags is not None else ["--ram-budget-mb", str(a.budget_mb)]
+    cmd = [exe, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", *flags, *shlex.split(a.flags)]
+    cmd = cap.wrap(cmd) if cap else cmd
     proc, port = epmlib.start_server(cmd)
     try:
         status, body = epmlib.request_json(port, "POST", "/completion", {
@@ -77,7 +80,7 @@ def main():
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--server", action="store_true", help="also `serve` paged, a fresh server per run")
+    ap.add_argument("--server", action="store_true", help="also `serve`, paged and unpaged, a fresh server per run")
     ap.add_argument("--flags", default="", help="flags for every run (e.g. '-ub 512': tokens are compared across runs)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -116,6 +119,8 @@ def main():
         for plabel, pfile in prompts:
             key = f"unpaged {plabel}"
             record(key, run_one(a, a.bin, tmp, f"{key}-{r}".replace(" ", "_"), pfile, ["--no-pager"]))
+            if a.server:
+                record(f"unpaged server {plabel}", run_server(a, a.bin, pfile, flags=["--no-pager"]))
     med = lambda key, field: statistics.median(x[field] for x in rows[key])  # noqa: E731
     summary = {key: {
         "decode_s_per_token_median": round(med(key, "decode_s_per_token"), 3),
@@ -128,7 +133,7 @@ def main():
     # How each longer prompt slows decode against the shortest, per mode.
     short = prompts[0][0]
     falls = {}
-    for mode in [f"paged {b}" for b, _ in builds] + ["paged server"] * a.server + ["unpaged"]:
+    for mode in [f"paged {b}" for b, _ in builds] + ["paged server"] * a.server + ["unpaged"] + ["unpaged server"] * a.server:
         s_short = summary[f"{mode} {short}"]["decode_s_per_token_median"]
         for plabel, _ in prompts[1:]:
             s_long = summary[f"{mode} {plabel}"]["decode_s_per_token_median"]
