@@ -4,10 +4,11 @@ short and a long prompt, paged (cold cache, under a cgroup cap equal to the budg
 unpaged (warm: the file read once before), alternating, `--runs` each. With `--server`,
 also `serve`, paged and unpaged: a fresh server per run (paged under the same cap), one
 llama.cpp-native `/completion` of the same prompt, and the figures from its `/stats`; the
-server adds no fall of its own when its slowdown matches `generate`'s in the same mode. Reports seconds per
-decoded token, the decode cache hit rate and the bytes read per decode step, and how much
-decode slows from the short to the long prompt, paged and unpaged: paging adds no fall of
-its own when the paged slowdown (in seconds per token) is no larger than the unpaged one.
+server adds no fall of its own when its slowdown matches `generate`'s in the same mode.
+Reports seconds per decoded token, the decode cache hit rate and the bytes read per decode
+step, and how much decode slows from the short to the long prompt, paged and unpaged:
+paging adds no fall of its own when the paged slowdown (in seconds per token) is no larger
+than the unpaged one.
 
     python3 bench/context_decode.py -m W1.gguf --budget-mb 8192 \
         --prompt short=bench/w1-prompt-128.txt --prompt long=bench/w1-prompt-2000.txt \
