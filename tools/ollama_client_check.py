@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve`'s Ollama endpoints with the official `ollama` Python client (pip
-install ollama): chat streamed and not, generate, list, show, ps, chat with `format=` a JSON
+install ollama): chat streamed and not, generate, sampling options, list, show, ps, chat with `format=` a JSON
 schema (validated with jsonschema) and chat with tools. Starts the server on a free loopback
 port; the record goes to --out.
 
@@ -45,6 +45,15 @@ def main():
         checks["chat_stream"] = {"content": "".join(parts), "same_as_not_streamed": "".join(parts) == r.message.content}
         g = client.generate(model="m", prompt="Once upon a time", options=greedy)
         checks["generate"] = {"response": g.response, "done": g.done}
+        # min_p 1 keeps only the likeliest token, so sampling at temperature 2 gives the greedy
+        # reply; the penalties are accepted by the names the client sends.
+        g2 = client.generate(model="m", prompt="Once upon a time",
+                             options={"temperature": 2.0, "min_p": 1.0, "seed": 3, "num_predict": 12})
+        gp = client.generate(model="m", prompt="Once upon a time",
+                             options={"temperature": 0, "num_predict": 12, "repeat_penalty": 1.2,
+                                      "repeat_last_n": -1, "presence_penalty": 0.5, "frequency_penalty": 0.5})
+        checks["sampling_options"] = {"min_p_1_is_greedy": g2.response == g.response, "penalized": gp.response,
+                                      "penalized_done": gp.done}
         checks["list"] = [m.model for m in client.list().models]
         s = client.show("m")
         checks["show"] = {"family": s.details.family, "quantization": s.details.quantization_level,
@@ -71,7 +80,8 @@ def main():
         code = proc.wait(timeout=30)
     ok = (checks["chat_stream"]["same_as_not_streamed"] and checks["chat"]["eval_count"] == 12
           and checks["generate"]["done"] and checks["list"] and checks["show"]["family"] == "qwen3moe"
-          and len(checks["format_schema"]) == 3
+          and len(checks["format_schema"]) == 3 and checks["sampling_options"]["min_p_1_is_greedy"]
+          and checks["sampling_options"]["penalized_done"]
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",

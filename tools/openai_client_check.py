@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve` with the official `openai` Python package (pip install openai):
 chat with and without streaming, plain completions, the model list, an API key, the
-client's own error types for a bad request and a wrong key; and what agents use: tool calls
+client's own error types for a bad request and a wrong key, a logit bias, penalties and a
+prompt of token ids; and what agents use: tool calls
 (tool_choice required, streamed and not, arguments validated with jsonschema), structured
 output parsed into a Pydantic model, and logprobs with top_logprobs. Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
@@ -9,7 +10,7 @@ free loopback port and stops it with SIGTERM; the record goes to --out.
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
         [--out validate/serve-openai-client.json]
 """
-import argparse, json, os, platform, signal, subprocess, sys, tempfile
+import argparse, json, os, platform, signal, subprocess, sys, tempfile, urllib.request
 
 import jsonschema
 import openai
@@ -161,6 +162,25 @@ def main():
                                  "same_as_non_streaming": "".join(parts) == r.choices[0].message.content}
         c = client.completions.create(model="any", prompt="Once upon a time", max_tokens=12, temperature=0)
         checks["completion"] = {"text": c.choices[0].text, "finish_reason": c.choices[0].finish_reason}
+        # Sampling settings through the client's own arguments: a large logit bias picks its
+        # token every time, and the prompt's token ids give what its text gives.
+        def tokenize(text, add_special):
+            req = urllib.request.Request(base + "/tokenize", method="POST",
+                                         data=json.dumps({"content": text, "add_special": add_special}).encode(),
+                                         headers={"Content-Type": "application/json", "Authorization": "Bearer sekrit"})
+            with urllib.request.urlopen(req) as f:
+                return json.load(f)["tokens"]
+        word = tokenize("hello", False)
+        forced = client.completions.create(model="any", prompt="Once upon a time", max_tokens=3, temperature=0,
+                                           logit_bias={str(word[0]): 100}).choices[0].text
+        ids = tokenize("Once upon a time", True)
+        by_ids = client.completions.create(model="any", prompt=ids, max_tokens=12, temperature=0).choices[0].text
+        penalized = client.chat.completions.create(model="any", messages=msgs, max_tokens=16, temperature=0,
+                                                   presence_penalty=1.5, frequency_penalty=0.5)
+        checks["sampling"] = {"forced": forced, "forced_token": word[0],
+                              "forced_repeats": len(word) == 1 and forced == "hello" * 3,
+                              "token_prompt_same_as_text": by_ids == checks["completion"]["text"],
+                              "penalized_finish_reason": penalized.choices[0].finish_reason}
         checks["models"] = [m.id for m in client.models.list().data]
         try:
             client.chat.completions.create(model="any", messages=msgs, max_tokens=100000)
@@ -179,7 +199,8 @@ def main():
     ok = (checks["chat_stream"]["same_as_non_streaming"] and checks["chat"]["usage"]["completion_tokens"] > 0
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
-          and checks["models"] and code == 0 and checks["agents"]["all_passed"])
+          and checks["models"] and code == 0 and checks["agents"]["all_passed"]
+          and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"])
     report = {"what": "epm-run serve driven by the official openai Python client",
               "command": "python3 tools/openai_client_check.py " + " ".join(sys.argv[1:]),
               "openai_version": openai.__version__, "python": platform.python_version(),

@@ -11,7 +11,7 @@ use clap::Args;
 use epm_core::units::MIB;
 use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
 use epm_engine::telemetry;
-use epm_engine::{Engine, EngineError, SamplingParams, Session};
+use epm_engine::{Engine, EngineError, Penalties, SamplingError, SamplingParams, Session};
 
 use super::exit::UsageError;
 use super::model_run::{ModelRun, ModelRunArgs, PromptReuse};
@@ -33,11 +33,8 @@ pub struct GenerateArgs {
     /// Stop at this text (repeat for several); it is not printed.
     #[arg(long)]
     stop: Vec<String>,
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.0)]
-    temp: f32,
-    #[arg(long, default_value_t = 42)]
-    seed: u32,
+    #[command(flatten)]
+    sampling: SamplingArgs,
     /// Write the f32 little-endian logits of every sampled position, concatenated.
     #[arg(long)]
     dump_logits: Option<PathBuf>,
@@ -51,6 +48,60 @@ pub struct GenerateArgs {
     /// Constrain the output with this GBNF grammar (a file; the start rule is `root`).
     #[arg(long)]
     grammar: Option<PathBuf>,
+}
+
+/// How tokens are picked (llama.cpp's samplers, in llama-server's order).
+#[derive(Args, Debug)]
+struct SamplingArgs {
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temp: f32,
+    #[arg(long, default_value_t = 42)]
+    seed: u32,
+    /// Keep the K most likely tokens (0: all).
+    #[arg(long, default_value_t = 0)]
+    top_k: u32,
+    /// Keep the smallest set of tokens whose probability reaches P (1: all).
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Drop tokens less likely than P times the likeliest one (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    min_p: f32,
+    /// Divide a repeated token's logit by this (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// Subtract this from a token's logit for each time it occurred (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    frequency_penalty: f32,
+    /// Subtract this from a token's logit if it occurred (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    presence_penalty: f32,
+    /// The penalties' window in tokens, prompt included (-1: the whole context, 0: off).
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
+    repeat_last_n: i32,
+}
+
+impl SamplingArgs {
+    /// The settings, checked against the model's vocabulary and a context of `n_ctx`.
+    fn params(&self, n_ctx: u32, n_vocab: usize) -> Result<SamplingParams> {
+        let flag = |e: SamplingError| UsageError(e.to_string().replace('_', "-"));
+        let params = SamplingParams {
+            temperature: self.temp,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            min_p: self.min_p,
+            penalties: Penalties {
+                last_n: Penalties::window(self.repeat_last_n, n_ctx).map_err(flag)?,
+                repeat: self.repeat_penalty,
+                frequency: self.frequency_penalty,
+                presence: self.presence_penalty,
+            },
+            logit_bias: Vec::new(),
+            seed: self.seed,
+        };
+        params.check(n_vocab).map_err(flag)?;
+        Ok(params)
+    }
 }
 
 /// The constraint the flags ask for.
@@ -131,9 +182,10 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
         progress::loading(),
     )?;
     let constraint = constraint(a)?;
+    let sampling = a.sampling.params(run.session.n_ctx, engine.n_vocab())?;
     if let Some(c) = &constraint {
         engine
-            .sampler(SamplingParams::default(), Some(c))
+            .sampler(&SamplingParams::default(), Some(c), &[])
             .map_err(|e| UsageError(e.to_string()))?;
     }
     // The prompt is tokenized before the context exists, so an `auto` ubatch can be no
@@ -157,20 +209,14 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
         );
     }
     let mut session = engine.start(opts)?;
-    let sampling = SamplingParams {
-        temperature: a.temp,
-        top_p: 1.0,
-        top_k: 0,
-        seed: a.seed,
-    };
     let mut out = std::io::stdout().lock();
     if a.chat {
-        chat(&engine, &mut session, a, sampling, &mut out)?;
+        chat(&engine, &mut session, a, &sampling, &mut out)?;
     } else {
         let mut generator = Generator::new(&mut session, Default::default());
         let job = |events| {
             Job::new(tokens.clone(), a.n_predict as u32, events)
-                .with_sampling(sampling)
+                .with_sampling(sampling.clone())
                 .with_stop(a.stop.clone())
                 .with_logits(logits.map(|w| Box::new(w) as Box<dyn Write + Send>))
                 .with_constraint(constraint.clone())
@@ -252,7 +298,7 @@ fn chat(
     engine: &Engine,
     session: &mut Session<'_>,
     a: &GenerateArgs,
-    sampling: SamplingParams,
+    sampling: &SamplingParams,
     out: &mut dyn Write,
 ) -> Result<()> {
     let renderer = engine.chat_renderer(None)?;
@@ -279,7 +325,7 @@ fn chat(
             &mut generator,
             |events| {
                 Job::new(tokens.clone(), a.n_predict as u32, events)
-                    .with_sampling(sampling)
+                    .with_sampling(sampling.clone())
                     .with_stop(a.stop.clone())
             },
             out,

@@ -24,7 +24,8 @@ use crate::error::EngineError;
 use crate::generation::Constraint;
 use crate::hook::attach::{self, PagingOptions};
 use crate::hook::HookedContext;
-use crate::session::{Sampler, SamplingParams, Session};
+use crate::sampling::{Sampler, SamplingParams};
+use crate::session::Session;
 
 /// How the model's experts are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,13 +294,16 @@ impl Engine {
             .token_to_piece_into(LlamaToken(token), out, special, None);
     }
 
-    /// A sampler for `params`; under `constraint`, llama.cpp's grammar sampler comes first
-    /// in the chain, so it narrows the candidates and never touches the context's logits.
+    /// A sampler for `params`, with `history` (the prompt) counted in its repetition
+    /// window; under `constraint`, llama.cpp's grammar sampler comes first in the chain, so
+    /// it narrows the candidates and never touches the context's logits.
     pub fn sampler(
         &self,
-        params: SamplingParams,
+        params: &SamplingParams,
         constraint: Option<&Constraint>,
+        history: &[i32],
     ) -> Result<Sampler, EngineError> {
+        params.check(self.n_vocab())?;
         let grammar = match constraint {
             None => None,
             Some(Constraint::Grammar(g)) => Some(
@@ -311,10 +315,13 @@ impl Engine {
                     .map_err(|e| EngineError::Grammar(e.to_string()))?,
             ),
         };
-        Ok(Sampler::new(
+        let mut sampler = Sampler::new(
             params,
+            self.n_vocab(),
             grammar.map(|g| (g, self.token_pieces())),
-        ))
+        );
+        sampler.accept_history(history);
+        Ok(sampler)
     }
 
     /// Every token's bytes as a grammar reads them (special tokens' text included), made

@@ -39,6 +39,8 @@ pub enum EngineError {
     NoChatTemplate,
     #[error(transparent)]
     Template(#[from] crate::chat::TemplateError),
+    #[error(transparent)]
+    Sampling(#[from] crate::sampling::SamplingError),
     #[error("llama.cpp's grammar parser rejected the grammar ({0}); check its GBNF syntax and that it defines `root`")]
     Grammar(String),
     #[error("the server is shutting down; this generation was cut short")]
@@ -69,6 +71,7 @@ impl EngineError {
                 | EngineError::NoChatTemplate
                 | EngineError::Template(_)
                 | EngineError::Grammar(_)
+                | EngineError::Sampling(_)
         )
     }
 

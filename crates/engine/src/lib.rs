@@ -20,6 +20,7 @@ mod hook;
 pub mod integrity;
 mod prefix_file;
 pub mod prompt_folder;
+mod sampling;
 mod session;
 pub mod telemetry;
 
@@ -28,4 +29,5 @@ pub use epm_core::prefix::SeqCache;
 pub use error::EngineError;
 pub use hook::attach::{PagingOptions, Prediction};
 pub use hook::GoneProbe;
-pub use session::{PrefillProgress, Prefilled, Sampler, SamplingParams, Session, Step};
+pub use sampling::{LogitBias, Penalties, Sampler, SamplingError, SamplingParams};
+pub use session::{PrefillProgress, Prefilled, Session, Step};

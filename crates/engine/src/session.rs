@@ -6,9 +6,6 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::sampling::LlamaSampler;
-use llama_cpp_2::token::data::LlamaTokenData;
-use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 
 use epm_core::pager::Phase;
@@ -20,128 +17,11 @@ use std::sync::Arc;
 
 use crate::engine::{Engine, SessionOptions};
 use crate::error::EngineError;
-use crate::generation::text::Utf8State;
 use crate::hook::{attach, GoneProbe, HookedContext, Stopped};
 use crate::integrity::bytes_sum;
 use crate::prefix_file;
+use crate::sampling::Sampler;
 use epm_sys::fs::{read_whole_uncached, write_whole_uncached, PageBuf};
-
-/// How to pick the next token.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SamplingParams {
-    /// 0 (or below) is greedy.
-    pub temperature: f32,
-    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches this
-    /// (1.0: all).
-    pub top_p: f32,
-    /// Keep the `top_k` most likely tokens (0: all).
-    pub top_k: u32,
-    pub seed: u32,
-}
-
-impl Default for SamplingParams {
-    fn default() -> SamplingParams {
-        SamplingParams {
-            temperature: 0.0,
-            top_p: 1.0,
-            top_k: 0,
-            seed: 42,
-        }
-    }
-}
-
-/// A token sampler (greedy, or temperature and top-p with a seed), and a grammar when
-/// constrained ([`Engine::sampler`](crate::Engine::sampler) makes constrained ones).
-pub struct Sampler {
-    chain: LlamaSampler,
-    grammar: Option<Grammar>,
-}
-
-/// A grammar sampler, with where its output stands in UTF-8 and every token's bytes.
-struct Grammar {
-    sampler: LlamaSampler,
-    utf8: Utf8State,
-    pieces: Arc<Vec<Vec<u8>>>,
-}
-
-impl Sampler {
-    /// `grammar` comes with the bytes of every token of the vocabulary.
-    pub fn new(p: SamplingParams, grammar: Option<(LlamaSampler, Arc<Vec<Vec<u8>>>)>) -> Sampler {
-        let grammar = grammar.map(|(sampler, pieces)| Grammar {
-            sampler,
-            utf8: Utf8State::default(),
-            pieces,
-        });
-        let chain = if p.temperature <= 0.0 {
-            LlamaSampler::greedy()
-        } else {
-            let mut chain = Vec::new();
-            if p.top_k > 0 {
-                chain.push(LlamaSampler::top_k(p.top_k as i32));
-            }
-            if p.top_p < 1.0 {
-                chain.push(LlamaSampler::top_p(p.top_p, 1));
-            }
-            chain.push(LlamaSampler::temp(p.temperature));
-            chain.push(LlamaSampler::dist(p.seed));
-            LlamaSampler::chain_simple(chain)
-        };
-        Sampler { chain, grammar }
-    }
-
-    /// Sample from `logits`. Under a grammar, the token the unconstrained chain picks is
-    /// checked first and kept when the grammar allows it (for greedy sampling that is the
-    /// grammar's own choice); only otherwise is the grammar run over the whole vocabulary,
-    /// which costs a pass of its matcher per token. Both samplers then accept the token.
-    fn sample_logits(&mut self, logits: &[f32]) -> i32 {
-        let candidates = || {
-            LlamaTokenDataArray::from_iter(
-                logits
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &l)| LlamaTokenData::new(LlamaToken(i as i32), l, 0.0)),
-                false,
-            )
-        };
-        let Some(g) = self.grammar.as_mut() else {
-            unreachable!("sample_logits is for constrained samplers");
-        };
-        let utf8_after = |utf8: Utf8State, t: LlamaToken| {
-            let bytes = g.pieces.get(t.0 as usize).map_or(&[][..], Vec::as_slice);
-            utf8.advance(bytes)
-        };
-        let mut all = candidates();
-        all.apply_sampler(&mut self.chain);
-        let first = all.selected_token();
-        let allowed = first.is_some_and(|t| {
-            let logit = logits
-                .get(t.0 as usize)
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY);
-            let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(t, logit, 0.0)], false);
-            one.apply_sampler(&mut g.sampler);
-            one.data[0].logit() > f32::NEG_INFINITY && utf8_after(g.utf8, t).is_some()
-        });
-        let token = match first {
-            Some(t) if allowed => t,
-            _ => {
-                let mut all = candidates();
-                for c in all.data.iter_mut() {
-                    if utf8_after(g.utf8, c.id()).is_none() {
-                        c.set_logit(f32::NEG_INFINITY);
-                    }
-                }
-                all.apply_sampler(&mut g.sampler);
-                all.apply_sampler(&mut self.chain);
-                all.selected_token().unwrap_or(LlamaToken(0))
-            }
-        };
-        g.utf8 = utf8_after(g.utf8, token).unwrap_or_default();
-        g.sampler.accept(token);
-        self.chain.accept(token);
-        token.0
-    }
-}
 
 /// One decode step of one sequence: `token` at position `pos`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,10 +263,7 @@ impl<'e> Session<'e> {
     }
 
     pub fn sample(&mut self, sampler: &mut Sampler, index: i32) -> i32 {
-        if sampler.grammar.is_none() {
-            return sampler.chain.sample(self.hooked.ctx(), index).0;
-        }
-        sampler.sample_logits(self.hooked.ctx().get_logits_ith(index))
+        sampler.sample(self.hooked.ctx(), index)
     }
 
     /// Drop sequence `seq`'s cache from position `keep` on. False when the memory cannot

@@ -16,7 +16,11 @@ use epm_engine::generation::{
 };
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::prompt_folder::{PromptFolder, StoreKey};
-use epm_engine::{Engine, EngineError, SamplingParams, SessionOptions};
+use epm_engine::{
+    Engine, EngineError, LogitBias, Penalties, SamplingError, SamplingParams, SessionOptions,
+};
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::output::{OutputAsk, OutputPlan};
@@ -37,6 +41,82 @@ pub struct Asked {
     /// Choices per request; only 1 is served.
     pub n: Option<u32>,
     pub stop: Vec<String>,
+    pub extras: SamplerExtras,
+}
+
+/// The sampling settings beyond temperature, top-p and top-k, by llama-server's names,
+/// which OpenAI's (penalties, `logit_bias`) and Ollama's `options` share: one wire shape,
+/// flattened into each protocol's request that has them.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SamplerExtras {
+    pub min_p: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    /// The repetition window: -1 is the whole context, 0 none (llama.cpp's default: 64).
+    pub repeat_last_n: Option<i32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub logit_bias: Option<WireLogitBias>,
+}
+
+/// `logit_bias`: OpenAI's object of token ids (as strings) to biases, or llama-server's
+/// list of `[token, bias]` pairs. As in llama-server, a token may also be given as text
+/// (each of its tokens gets the bias) and a bias as `false` (never pick it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WireLogitBias {
+    Object(serde_json::Map<String, Value>),
+    Pairs(Vec<(Value, Value)>),
+}
+
+impl WireLogitBias {
+    /// The biases by token id; text is tokenized by `tokenize`. Ids are checked against
+    /// the vocabulary of `n_vocab` tokens later, by [`SamplingParams::check`], once they fit
+    /// a token id at all.
+    fn resolve(
+        &self,
+        n_vocab: usize,
+        tokenize: impl Fn(&str) -> Vec<i32>,
+    ) -> Result<Vec<LogitBias>, ApiError> {
+        let pairs: Vec<(Value, &Value)> = match self {
+            WireLogitBias::Object(m) => m
+                .iter()
+                .map(|(k, v)| (Value::String(k.clone()), v))
+                .collect(),
+            WireLogitBias::Pairs(p) => p.iter().map(|(k, v)| (k.clone(), v)).collect(),
+        };
+        let mut out = Vec::new();
+        for (token, bias) in pairs {
+            let bias = match bias {
+                Value::Number(n) => n.as_f64().unwrap_or(f64::NAN) as f32,
+                Value::Bool(false) => f32::NEG_INFINITY,
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "`logit_bias` gives token {token} the bias {other}: use a number, or false for never"
+                    )))
+                }
+            };
+            let id = match &token {
+                Value::Number(n) => n.as_i64(),
+                Value::String(s) => s.trim().parse::<i64>().ok(),
+                _ => None,
+            };
+            let ids = match (id, &token) {
+                (Some(id), _) => vec![i32::try_from(id).map_err(|_| {
+                    ApiError::bad_request(
+                        SamplingError::BiasToken { token: id, n_vocab }.to_string(),
+                    )
+                })?],
+                (None, Value::String(text)) => tokenize(text),
+                (None, other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "`logit_bias` names the token {other}: give a token id, or text"
+                    )))
+                }
+            };
+            out.extend(ids.into_iter().map(|token| LogitBias { token, bias }));
+        }
+        Ok(out)
+    }
 }
 
 /// A request ready for the engine.
@@ -64,8 +144,45 @@ impl Prepared {
     }
 }
 
+/// A completion's prompt: text or token ids, as OpenAI's and llama-server's completion
+/// endpoints take it; a list of one prompt is that prompt.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WirePrompt {
+    Text(String),
+    Tokens(Vec<i32>),
+    Texts(Vec<String>),
+    TokenLists(Vec<Vec<i32>>),
+}
+
+impl WirePrompt {
+    /// The prompt's tokens: text is tokenized as a prompt's (special tokens and their
+    /// text), ids are checked against the vocabulary.
+    pub fn tokens(self, loaded: &Loaded) -> Result<Vec<i32>, ApiError> {
+        let one = "`prompt` must be one prompt (text, token ids, or a list of one of them): this server answers one choice per request";
+        let ids = match self {
+            WirePrompt::Text(t) => return Ok(loaded.engine.tokenize(&t, true, true)),
+            WirePrompt::Texts(mut v) if v.len() == 1 => {
+                return Ok(loaded.engine.tokenize(&v.remove(0), true, true))
+            }
+            WirePrompt::Tokens(ids) => ids,
+            WirePrompt::TokenLists(mut v) if v.len() == 1 => v.remove(0),
+            WirePrompt::Texts(_) | WirePrompt::TokenLists(_) => {
+                return Err(ApiError::bad_request(one))
+            }
+        };
+        let n = loaded.engine.n_vocab();
+        if let Some(bad) = ids.iter().find(|&&t| t < 0 || t as usize >= n) {
+            return Err(ApiError::bad_request(format!(
+                "`prompt` holds token {bad}, outside the vocabulary of {n} tokens"
+            )));
+        }
+        Ok(ids)
+    }
+}
+
 /// The sampling settings, checked. Temperature defaults to 1 as in OpenAI's API.
-fn sampling(a: &Asked) -> Result<SamplingParams, ApiError> {
+fn sampling(a: &Asked, loaded: &Loaded) -> Result<SamplingParams, ApiError> {
     if a.n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_request(
             "`n` must be 1: this server returns one choice per request",
@@ -77,29 +194,45 @@ fn sampling(a: &Asked) -> Result<SamplingParams, ApiError> {
             "`temperature` {temperature} is out of range: use 0 to 2"
         )));
     }
-    let top_p = a.top_p.unwrap_or(1.0);
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ApiError::bad_request(format!(
-            "`top_p` {top_p} is out of range: use a value above 0 and at most 1"
-        )));
-    }
     let seed = match a.seed {
         Some(v) => (v as u64 ^ (v as u64 >> 32)) as u32,
         None => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos()),
     };
-    Ok(SamplingParams {
+    let bad = |e: SamplingError| ApiError::bad_request(e.to_string());
+    let x = &a.extras;
+    let last_n = match x.repeat_last_n {
+        Some(n) => Penalties::window(n, loaded.n_ctx_per_seq).map_err(bad)?,
+        None => Penalties::DEFAULT_LAST_N,
+    };
+    let logit_bias = match &x.logit_bias {
+        Some(b) => b.resolve(loaded.engine.n_vocab(), |text| {
+            loaded.engine.tokenize(text, false, false)
+        })?,
+        None => Vec::new(),
+    };
+    let params = SamplingParams {
         temperature,
-        top_p,
+        top_p: a.top_p.unwrap_or(1.0),
         top_k: a.top_k.filter(|&k| k > 0).map_or(0, |k| k as u32),
+        min_p: x.min_p.unwrap_or(0.0),
+        penalties: Penalties {
+            last_n,
+            repeat: x.repeat_penalty.unwrap_or(1.0),
+            frequency: x.frequency_penalty.unwrap_or(0.0),
+            presence: x.presence_penalty.unwrap_or(0.0),
+        },
+        logit_bias,
         seed,
-    })
+    };
+    params.check(loaded.engine.n_vocab()).map_err(bad)?;
+    Ok(params)
 }
 
 /// Check a tokenized prompt and its settings against a slot's context.
 pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepared, ApiError> {
-    let sampling = sampling(asked)?;
+    let sampling = sampling(asked, loaded)?;
     let n_ctx = loaded.n_ctx_per_seq as usize;
     if prompt.is_empty() {
         return Err(ApiError::bad_request("the prompt is empty"));

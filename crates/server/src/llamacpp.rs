@@ -20,9 +20,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use epm_engine::generation::{Event, FinishReason, SlotState, TokenLogprob};
+use epm_engine::Penalties;
 
 use crate::error::{parse_json, ApiError, ErrorKind};
-use crate::generation::{collect, loaded, prepare, submit, Asked};
+use crate::generation::{collect, loaded, prepare, submit, Asked, SamplerExtras, WirePrompt};
 use crate::output::{Format, OutputAsk, ReasoningFormat};
 use crate::state::AppState;
 
@@ -67,17 +68,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/slots", get(slots))
 }
 
-/// `prompt`: text, or token ids.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum Prompt {
-    Text(String),
-    Tokens(Vec<i32>),
-}
-
 #[derive(Debug, Clone, Deserialize)]
 struct CompletionRequest {
-    prompt: Prompt,
+    prompt: WirePrompt,
     n_predict: Option<i32>,
     #[serde(default)]
     stream: bool,
@@ -96,6 +89,8 @@ struct CompletionRequest {
     /// `tokens` stays empty, as llama-server's.
     #[serde(default)]
     return_tokens: bool,
+    #[serde(flatten)]
+    extras: SamplerExtras,
 }
 
 fn stop_type(r: &FinishReason) -> (&'static str, String) {
@@ -128,19 +123,7 @@ async fn completion(
 ) -> Result<Response> {
     let req: CompletionRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
-    let tokens = match &req.prompt {
-        Prompt::Text(t) => loaded.engine.tokenize(t, true, true),
-        Prompt::Tokens(ids) => {
-            let n = loaded.engine.n_vocab() as i32;
-            if let Some(bad) = ids.iter().find(|&&t| t < 0 || t >= n) {
-                return Err(ApiError::bad_request(format!(
-                    "`prompt` holds token {bad}, outside the vocabulary of {n}"
-                ))
-                .into());
-            }
-            ids.clone()
-        }
-    };
+    let tokens = req.prompt.clone().tokens(loaded)?;
     let ask = OutputAsk {
         format: match &req.json_schema {
             Some(s) => Format::JsonSchema(s.clone()),
@@ -158,6 +141,7 @@ async fn completion(
         top_k: req.top_k,
         seed: req.seed,
         stop: req.stop.clone().unwrap_or_default(),
+        extras: req.extras.clone(),
         ..Default::default()
     };
     let n_probs = req.n_probs.filter(|&n| n > 0).map(|n| n.min(20) as usize);
@@ -326,7 +310,9 @@ async fn props(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
     Ok(Json(json!({
         "default_generation_settings": {
             "n_ctx": loaded.n_ctx_per_seq,
-            "params": {"temperature": 0.8, "top_p": 1.0, "top_k": 0, "n_predict": -1},
+            "params": {"temperature": 0.8, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+                       "repeat_penalty": 1.0, "repeat_last_n": Penalties::DEFAULT_LAST_N,
+                       "presence_penalty": 0.0, "frequency_penalty": 0.0, "n_predict": -1},
         },
         "total_slots": state.slots,
         "model_path": state.model_name,

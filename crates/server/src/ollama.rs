@@ -20,7 +20,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use epm_engine::generation::{Event, FinishReason};
 
 use crate::error::{parse_json, ApiError};
-use crate::generation::{self, collect, loaded, prepare, prepare_chat, submit, Asked, ChatInput};
+use crate::generation::{
+    self, collect, loaded, prepare, prepare_chat, submit, Asked, ChatInput, SamplerExtras,
+};
 use crate::output::{self, Format, OutputAsk, ReasoningFormat};
 use crate::state::AppState;
 
@@ -67,6 +69,9 @@ struct Options {
     num_predict: Option<i32>,
     stop: Option<Vec<String>>,
     num_ctx: Option<u32>,
+    /// `min_p`, `repeat_penalty`, `repeat_last_n`, `presence_penalty`, `frequency_penalty`.
+    #[serde(flatten)]
+    extras: SamplerExtras,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -120,6 +125,7 @@ fn asked(o: &Options, n_ctx: u32) -> std::result::Result<Asked, ApiError> {
         top_k: o.top_k,
         seed: o.seed,
         stop: o.stop.clone().unwrap_or_default(),
+        extras: o.extras.clone(),
         ..Default::default()
     })
 }

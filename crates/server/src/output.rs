@@ -162,7 +162,7 @@ impl OutputAsk {
         if let Some(c) = &constraint {
             loaded
                 .engine
-                .sampler(SamplingParams::default(), Some(c))
+                .sampler(&SamplingParams::default(), Some(c), &[])
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         let reasoning = match (self.reasoning, prompt, loaded.chat.source()) {

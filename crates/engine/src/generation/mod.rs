@@ -33,7 +33,8 @@ use epm_sys::proc::{self, Pid};
 use crate::error::EngineError;
 use crate::hook::GoneProbe;
 use crate::prompt_folder::PromptFolder;
-use crate::session::{PrefillProgress, Prefilled, Sampler, SamplingParams, Session, Step};
+use crate::sampling::{Sampler, SamplingParams};
+use crate::session::{PrefillProgress, Prefilled, Session, Step};
 use epm_chat::{OutputParser, Piece};
 use text::{StopMatcher, Utf8Stream};
 
@@ -44,11 +45,13 @@ pub trait Backend {
     fn n_slots(&self) -> usize;
     /// Context cells per sequence.
     fn n_ctx_per_seq(&self) -> u32;
-    /// A sampler for `params`, constrained by `constraint` when given.
+    /// A sampler for `params`, constrained by `constraint` when given, with `history`
+    /// (the prompt) counted in its repetition window.
     fn sampler(
         &self,
-        params: SamplingParams,
+        params: &SamplingParams,
         constraint: Option<&Constraint>,
+        history: &[i32],
     ) -> Result<Self::Sampler, EngineError>;
     /// Make `seq` hold `prompt` with its logits ready, reusing what `cache` allows;
     /// `progress` hears how far it has come, before the first ubatch and after each, and
@@ -111,10 +114,11 @@ impl Backend for Session<'_> {
     }
     fn sampler(
         &self,
-        params: SamplingParams,
+        params: &SamplingParams,
         constraint: Option<&Constraint>,
+        history: &[i32],
     ) -> Result<Sampler, EngineError> {
-        self.engine().sampler(params, constraint)
+        self.engine().sampler(params, constraint, history)
     }
     fn prefill(
         &mut self,
@@ -826,14 +830,18 @@ impl<'b, B: Backend> Generator<'b, B> {
                 ids.clear();
             }
             self.recorded_slot = Some(i);
-            let sampler = match self.backend.sampler(job.sampling, job.constraint.as_ref()) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.slot_idle(i);
-                    self.end_failed(job, e);
-                    continue;
-                }
-            };
+            let sampler =
+                match self
+                    .backend
+                    .sampler(&job.sampling, job.constraint.as_ref(), &job.prompt)
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.slot_idle(i);
+                        self.end_failed(job, e);
+                        continue;
+                    }
+                };
             let mut running = Running {
                 sampler,
                 utf8: Utf8Stream::default(),

@@ -70,7 +70,12 @@ impl Backend for Fake {
     fn n_ctx_per_seq(&self) -> u32 {
         self.n_ctx
     }
-    fn sampler(&self, _: SamplingParams, _: Option<&Constraint>) -> Result<(), EngineError> {
+    fn sampler(
+        &self,
+        _: &SamplingParams,
+        _: Option<&Constraint>,
+        _: &[i32],
+    ) -> Result<(), EngineError> {
         Ok(())
     }
     fn prefill(

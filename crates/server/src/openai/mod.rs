@@ -24,7 +24,7 @@ use crate::state::AppState;
 use stream::{sse, ChunkShape};
 use wire::{
     AssistantMessage, ChatChoice, ChatRequest, Completion, CompletionRequest, ErrorBody,
-    ErrorDetail, ModelCard, ModelList, Prompt, TextChoice, WireToolCall,
+    ErrorDetail, ModelCard, ModelList, TextChoice, WireToolCall,
 };
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
@@ -253,15 +253,7 @@ async fn completions(
 ) -> Result<Response> {
     let loaded = loaded(&state)?;
     let req: CompletionRequest = parse_json(body)?;
-    let text = match req.prompt {
-        Prompt::One(s) => s,
-        Prompt::Many(mut v) if v.len() == 1 => v.remove(0),
-        Prompt::Many(_) => {
-            return Err(
-                ApiError::bad_request("`prompt` must be one string (or an array of one)").into(),
-            )
-        }
-    };
+    let tokens = req.prompt.tokens(loaded)?;
     if req.logprobs.is_some_and(|n| n > 5) {
         return Err(ApiError::bad_request("`logprobs` is at most 5 on completions").into());
     }
@@ -272,7 +264,6 @@ async fn completions(
         ..Default::default()
     };
     let plan = ask.plan(loaded, None)?;
-    let tokens = loaded.engine.tokenize(&text, true, true);
     let logprobs = req.logprobs.map(|n| n as usize);
     // 16 is OpenAI's default for completions.
     let prepared = prepare(

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use epm_engine::generation::{TokenLogprob, TokenText};
 
-use crate::generation::Asked;
+use crate::generation::{Asked, SamplerExtras, WirePrompt};
 use crate::output;
 
 /// `stop`: one string or several.
@@ -59,6 +59,9 @@ pub struct Sampling {
     /// llama-server's: streamed chunks carry `prompt_progress` while the prompt is read.
     #[serde(default)]
     pub return_progress: bool,
+    /// OpenAI's penalties and `logit_bias`, and llama-server's `min_p` and `repeat_*`.
+    #[serde(flatten)]
+    pub extras: SamplerExtras,
 }
 
 impl Sampling {
@@ -73,6 +76,7 @@ impl Sampling {
             seed: self.seed,
             n: self.n,
             stop: self.stop.clone().map(Stop::into_vec).unwrap_or_default(),
+            extras: self.extras.clone(),
         }
     }
 
@@ -212,17 +216,9 @@ pub struct ChatRequest {
     pub sampling: Sampling,
 }
 
-/// `prompt`: a string, or an array holding one string.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum Prompt {
-    One(String),
-    Many(Vec<String>),
-}
-
 #[derive(Debug, Clone, Deserialize)]
 pub struct CompletionRequest {
-    pub prompt: Prompt,
+    pub prompt: WirePrompt,
     pub model: Option<String>,
     pub max_tokens: Option<u32>,
     /// The legacy form: how many alternatives per token (0: the sampled token's only).
@@ -460,6 +456,6 @@ mod tests {
         assert!(bad.is_err());
         let c: CompletionRequest =
             serde_json::from_str(r#"{"prompt":["a"],"stop":["x","y"]}"#).unwrap();
-        assert!(matches!(c.prompt, Prompt::Many(_)));
+        assert!(matches!(c.prompt, WirePrompt::Texts(_)));
     }
 }

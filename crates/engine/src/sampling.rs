@@ -1,0 +1,402 @@
+//! How the next token is picked: the settings ([`SamplingParams`], checked by
+//! [`SamplingParams::check`]) and the [`Sampler`] made from them. The sampler is llama.cpp's
+//! own samplers in llama-server's order (logit bias, repetition penalties, top-k, top-p,
+//! min-p, temperature, then a seeded draw, or the likeliest token at temperature 0), so a
+//! request sampled here picks what llama-server would pick from the same logits.
+
+use std::sync::Arc;
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::generation::text::Utf8State;
+
+/// Repetition penalties over the latest tokens, the prompt's included, as llama.cpp's
+/// `penalties` sampler applies them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Penalties {
+    /// How many of the latest tokens count (0: none).
+    pub last_n: u32,
+    /// A repeated token's logit is divided by this when positive and multiplied when
+    /// negative (1: off).
+    pub repeat: f32,
+    /// Subtracted from a token's logit once per time it occurs in the window (0: off).
+    pub frequency: f32,
+    /// Subtracted from a token's logit once if it occurs in the window at all (0: off).
+    pub presence: f32,
+}
+
+impl Penalties {
+    /// llama.cpp's defaults: a window of 64 tokens and no penalty.
+    pub const DEFAULT_LAST_N: u32 = 64;
+
+    /// Whether these change no logit (llama.cpp's sampler then returns at once, so it is
+    /// left out of the chain).
+    pub fn is_off(&self) -> bool {
+        self.last_n == 0 || (self.repeat == 1.0 && self.frequency == 0.0 && self.presence == 0.0)
+    }
+
+    /// A window as llama.cpp's settings give it (`repeat_last_n`): -1 is the whole
+    /// context of `n_ctx` tokens, 0 none.
+    pub fn window(last_n: i32, n_ctx: u32) -> Result<u32, SamplingError> {
+        match last_n {
+            -1 => Ok(n_ctx),
+            n if n >= 0 => Ok(n as u32),
+            n => Err(SamplingError::Window(n)),
+        }
+    }
+}
+
+impl Default for Penalties {
+    fn default() -> Penalties {
+        Penalties {
+            last_n: Penalties::DEFAULT_LAST_N,
+            repeat: 1.0,
+            frequency: 0.0,
+            presence: 0.0,
+        }
+    }
+}
+
+/// A bias added to one token's logit before any other sampler runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogitBias {
+    pub token: i32,
+    /// `f32::NEG_INFINITY`: the token is never picked.
+    pub bias: f32,
+}
+
+/// How to pick the next token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingParams {
+    /// 0 (or below) picks the likeliest token.
+    pub temperature: f32,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches this
+    /// (1.0: all).
+    pub top_p: f32,
+    /// Keep the `top_k` most likely tokens (0: all).
+    pub top_k: u32,
+    /// Drop the tokens less likely than this share of the likeliest one's probability
+    /// (0: none).
+    pub min_p: f32,
+    pub penalties: Penalties,
+    pub logit_bias: Vec<LogitBias>,
+    pub seed: u32,
+}
+
+impl Default for SamplingParams {
+    fn default() -> SamplingParams {
+        SamplingParams {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: 0.0,
+            penalties: Penalties::default(),
+            logit_bias: Vec::new(),
+            seed: 42,
+        }
+    }
+}
+
+/// A sampling setting that llama.cpp's samplers would not handle; the names are the
+/// settings' names in llama-server's API (the CLI's flags spell them with dashes).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SamplingError {
+    #[error("`{name}` is {value}: give a finite number")]
+    NotFinite { name: &'static str, value: f32 },
+    #[error("`top_p` {0} is out of range: use a value above 0 and at most 1")]
+    TopP(f32),
+    #[error("`min_p` {0} is out of range: use 0 to 1")]
+    MinP(f32),
+    #[error("`repeat_penalty` {0} is out of range: use a value above 0 (1 is off)")]
+    RepeatPenalty(f32),
+    #[error("`repeat_last_n` {0} is out of range: use -1 (the whole context), 0 (off) or a number of tokens")]
+    Window(i32),
+    #[error("`logit_bias` names token {token}, outside the vocabulary of {n_vocab} tokens")]
+    BiasToken { token: i64, n_vocab: usize },
+    #[error("`logit_bias` gives token {token} a bias of {bias}: use a finite number, or false for never")]
+    BiasValue { token: i32, bias: f32 },
+}
+
+impl SamplingParams {
+    /// Whether llama.cpp's samplers can take these settings for a vocabulary of `n_vocab`
+    /// tokens. Protocols may narrow the ranges further (OpenAI's temperature is 0 to 2).
+    pub fn check(&self, n_vocab: usize) -> Result<(), SamplingError> {
+        let finite = |name: &'static str, value: f32| {
+            if value.is_finite() {
+                Ok(())
+            } else {
+                Err(SamplingError::NotFinite { name, value })
+            }
+        };
+        finite("temperature", self.temperature)?;
+        finite("top_p", self.top_p)?;
+        finite("min_p", self.min_p)?;
+        finite("repeat_penalty", self.penalties.repeat)?;
+        finite("frequency_penalty", self.penalties.frequency)?;
+        finite("presence_penalty", self.penalties.presence)?;
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(SamplingError::TopP(self.top_p));
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err(SamplingError::MinP(self.min_p));
+        }
+        if self.penalties.repeat <= 0.0 {
+            return Err(SamplingError::RepeatPenalty(self.penalties.repeat));
+        }
+        for b in &self.logit_bias {
+            if b.token < 0 || b.token as usize >= n_vocab {
+                return Err(SamplingError::BiasToken {
+                    token: b.token.into(),
+                    n_vocab,
+                });
+            }
+            if b.bias.is_nan() || b.bias == f32::INFINITY {
+                return Err(SamplingError::BiasValue {
+                    token: b.token,
+                    bias: b.bias,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A token sampler (the chain of [`SamplingParams`]), and a grammar when constrained
+/// ([`Engine::sampler`](crate::Engine::sampler) makes them).
+pub struct Sampler {
+    chain: LlamaSampler,
+    /// The chain's repetition window, when it penalizes: the prompt's last tokens are
+    /// counted in it before the first pick.
+    penalty_window: Option<u32>,
+    grammar: Option<Grammar>,
+}
+
+/// A grammar sampler, with where its output stands in UTF-8 and every token's bytes.
+struct Grammar {
+    sampler: LlamaSampler,
+    utf8: Utf8State,
+    pieces: Arc<Vec<Vec<u8>>>,
+}
+
+impl Sampler {
+    /// `p` must have passed [`SamplingParams::check`] for `n_vocab`; `grammar` comes with
+    /// the bytes of every token of the vocabulary.
+    pub(crate) fn new(
+        p: &SamplingParams,
+        n_vocab: usize,
+        grammar: Option<(LlamaSampler, Arc<Vec<Vec<u8>>>)>,
+    ) -> Sampler {
+        let grammar = grammar.map(|(sampler, pieces)| Grammar {
+            sampler,
+            utf8: Utf8State::default(),
+            pieces,
+        });
+        let mut chain = Vec::new();
+        if !p.logit_bias.is_empty() {
+            let biases: Vec<LlamaLogitBias> = p
+                .logit_bias
+                .iter()
+                .map(|b| LlamaLogitBias::new(LlamaToken(b.token), b.bias))
+                .collect();
+            chain.push(LlamaSampler::logit_bias(n_vocab as i32, &biases));
+        }
+        let penalty_window = (!p.penalties.is_off()).then_some(p.penalties.last_n);
+        if let Some(last_n) = penalty_window {
+            chain.push(LlamaSampler::penalties(
+                n_vocab as i32,
+                last_n.min(i32::MAX as u32) as i32,
+                p.penalties.repeat,
+                p.penalties.frequency,
+                p.penalties.presence,
+            ));
+        }
+        if p.temperature <= 0.0 {
+            // What llama-server's temperature 0 leaves (the likeliest token only): the
+            // truncating samplers before it cannot change which token that is.
+            chain.push(LlamaSampler::greedy());
+        } else {
+            if p.top_k > 0 {
+                chain.push(LlamaSampler::top_k(p.top_k.min(i32::MAX as u32) as i32));
+            }
+            if p.top_p < 1.0 {
+                chain.push(LlamaSampler::top_p(p.top_p, 1));
+            }
+            if p.min_p > 0.0 {
+                chain.push(LlamaSampler::min_p(p.min_p, 1));
+            }
+            chain.push(LlamaSampler::temp(p.temperature));
+            chain.push(LlamaSampler::dist(p.seed));
+        }
+        Sampler {
+            chain: LlamaSampler::chain_simple(chain),
+            penalty_window,
+            grammar,
+        }
+    }
+
+    /// Count the tokens before the first pick (the prompt) in the repetition window, as
+    /// llama-server does; the grammar does not see them.
+    pub(crate) fn accept_history(&mut self, history: &[i32]) {
+        let Some(window) = self.penalty_window else {
+            return;
+        };
+        let from = history.len().saturating_sub(window as usize);
+        for &t in &history[from..] {
+            self.chain.accept(LlamaToken(t));
+        }
+    }
+
+    /// Pick the token for the logits at `index` of `ctx`, and accept it.
+    pub(crate) fn sample(&mut self, ctx: &LlamaContext<'_>, index: i32) -> i32 {
+        if self.grammar.is_none() {
+            return self.chain.sample(ctx, index).0;
+        }
+        self.sample_logits(ctx.get_logits_ith(index))
+    }
+
+    /// Sample from `logits` under the grammar. The token the unconstrained chain picks is
+    /// checked first and kept when the grammar allows it (for greedy sampling that is the
+    /// grammar's own choice); only otherwise is the grammar run over the whole vocabulary,
+    /// which costs a pass of its matcher per token. Both samplers then accept the token.
+    fn sample_logits(&mut self, logits: &[f32]) -> i32 {
+        let candidates = || {
+            LlamaTokenDataArray::from_iter(
+                logits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &l)| LlamaTokenData::new(LlamaToken(i as i32), l, 0.0)),
+                false,
+            )
+        };
+        let Some(g) = self.grammar.as_mut() else {
+            unreachable!("sample_logits is for constrained samplers");
+        };
+        let utf8_after = |utf8: Utf8State, t: LlamaToken| {
+            let bytes = g.pieces.get(t.0 as usize).map_or(&[][..], Vec::as_slice);
+            utf8.advance(bytes)
+        };
+        let mut all = candidates();
+        all.apply_sampler(&mut self.chain);
+        let first = all.selected_token();
+        let allowed = first.is_some_and(|t| {
+            let logit = logits
+                .get(t.0 as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY);
+            let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(t, logit, 0.0)], false);
+            one.apply_sampler(&mut g.sampler);
+            one.data[0].logit() > f32::NEG_INFINITY && utf8_after(g.utf8, t).is_some()
+        });
+        let token = match first {
+            Some(t) if allowed => t,
+            _ => {
+                let mut all = candidates();
+                for c in all.data.iter_mut() {
+                    if utf8_after(g.utf8, c.id()).is_none() {
+                        c.set_logit(f32::NEG_INFINITY);
+                    }
+                }
+                all.apply_sampler(&mut g.sampler);
+                all.apply_sampler(&mut self.chain);
+                all.selected_token().unwrap_or(LlamaToken(0))
+            }
+        };
+        g.utf8 = utf8_after(g.utf8, token).unwrap_or_default();
+        g.sampler.accept(token);
+        self.chain.accept(token);
+        token.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_pass_the_check_and_penalize_nothing() {
+        let p = SamplingParams::default();
+        assert_eq!(p.check(10), Ok(()));
+        assert!(p.penalties.is_off());
+    }
+
+    #[test]
+    fn penalties_are_off_when_neutral_or_without_a_window() {
+        let on = Penalties {
+            presence: 0.5,
+            ..Penalties::default()
+        };
+        assert!(!on.is_off());
+        assert!(Penalties { last_n: 0, ..on }.is_off());
+        assert!(!Penalties {
+            repeat: 1.1,
+            ..Penalties::default()
+        }
+        .is_off());
+        assert!(!Penalties {
+            frequency: -0.5,
+            ..Penalties::default()
+        }
+        .is_off());
+    }
+
+    #[test]
+    fn the_window_takes_the_context_for_minus_one() {
+        assert_eq!(Penalties::window(-1, 4096), Ok(4096));
+        assert_eq!(Penalties::window(0, 4096), Ok(0));
+        assert_eq!(Penalties::window(64, 4096), Ok(64));
+        assert_eq!(Penalties::window(-2, 4096), Err(SamplingError::Window(-2)));
+    }
+
+    #[test]
+    fn the_check_names_the_setting_at_fault() {
+        let base = SamplingParams::default();
+        let bad = |p: SamplingParams| p.check(100).unwrap_err().to_string();
+        assert!(bad(SamplingParams {
+            top_p: 0.0,
+            ..base.clone()
+        })
+        .starts_with("`top_p` 0 is out of range"));
+        assert!(bad(SamplingParams {
+            min_p: 1.5,
+            ..base.clone()
+        })
+        .starts_with("`min_p` 1.5"));
+        assert!(bad(SamplingParams {
+            penalties: Penalties {
+                repeat: 0.0,
+                ..Penalties::default()
+            },
+            ..base.clone()
+        })
+        .starts_with("`repeat_penalty` 0"));
+        assert!(bad(SamplingParams {
+            penalties: Penalties {
+                presence: f32::NAN,
+                ..Penalties::default()
+            },
+            ..base.clone()
+        })
+        .starts_with("`presence_penalty` is NaN"));
+        let bias = |token, bias| SamplingParams {
+            logit_bias: vec![LogitBias { token, bias }],
+            ..base.clone()
+        };
+        assert_eq!(
+            bias(100, 1.0).check(100),
+            Err(SamplingError::BiasToken {
+                token: 100,
+                n_vocab: 100
+            })
+        );
+        assert!(bias(-1, 1.0).check(100).is_err());
+        assert!(bias(3, f32::INFINITY).check(100).is_err());
+        assert!(bias(3, f32::NAN).check(100).is_err());
+        assert_eq!(bias(99, f32::NEG_INFINITY).check(100), Ok(()));
+        assert_eq!(bias(0, -100.0).check(100), Ok(()));
+    }
+}
