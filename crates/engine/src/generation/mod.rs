@@ -830,18 +830,17 @@ impl<'b, B: Backend> Generator<'b, B> {
                 ids.clear();
             }
             self.recorded_slot = Some(i);
-            let sampler =
-                match self
-                    .backend
-                    .sampler(&job.sampling, job.constraint.as_ref(), &job.prompt)
-                {
-                    Ok(s) => s,
-                    Err(e) => {
-                        self.slot_idle(i);
-                        self.end_failed(job, e);
-                        continue;
-                    }
-                };
+            let made = self
+                .backend
+                .sampler(&job.sampling, job.constraint.as_ref(), &job.prompt);
+            let sampler = match made {
+                Ok(s) => s,
+                Err(e) => {
+                    self.slot_idle(i);
+                    self.end_failed(job, e);
+                    continue;
+                }
+            };
             let mut running = Running {
                 sampler,
                 utf8: Utf8Stream::default(),
