@@ -35,7 +35,7 @@ fn error_message(path: &str, v: &Value) -> String {
         &v["error"]["message"]
     } else if path.starts_with("/api/") {
         &v["error"]
-    } else if path.starts_with("/v1/") {
+    } else if path.starts_with("/v1/") || path == "/chat/completions" {
         assert!(v["error"]["type"].is_string(), "{v}");
         &v["error"]["message"]
     } else {
@@ -117,6 +117,20 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             .unwrap()
             > 0
     );
+
+    // llama-server's paths without `/v1`, for clients given the bare address.
+    let bare = post(
+        &server,
+        "/chat/completions",
+        json!({"messages": [{"role": "user", "content": user}], "max_tokens": n, "temperature": 0}),
+    );
+    assert_eq!(bare["choices"][0]["message"]["content"], want.as_str());
+    let bare = post(
+        &server,
+        "/responses",
+        json!({"input": user, "max_output_tokens": n, "temperature": 0}),
+    );
+    assert_eq!(bare["output"][0]["content"][0]["text"], want.as_str());
 
     // llama.cpp-native: render, tokenize and complete the same prompt.
     let rendered = post(
@@ -223,6 +237,7 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
     }
     for path in [
         "/v1/chat/completions",
+        "/chat/completions",
         "/v1/messages",
         "/api/chat",
         "/completion",
@@ -243,6 +258,19 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             .into_json()
             .unwrap()
     };
+    let models = get("/v1/models");
+    assert_eq!(models["data"][0]["id"], "qwen3-30b-a3b-mini");
+    assert_eq!(get("/models"), models);
+    // `models.retrieve`: the loaded model, whichever name is asked.
+    let one = get("/v1/models/some-name");
+    assert_eq!(
+        (&one["id"], &one["object"]),
+        (&models["data"][0]["id"], &json!("model"))
+    );
+    // Health needs no key, at llama-server's `/v1/health` too.
+    for path in ["/health", "/v1/health"] {
+        assert_eq!(ureq::get(&server.url(path)).call().unwrap().status(), 200);
+    }
     let props = get("/props");
     assert_eq!(props["default_generation_settings"]["n_ctx"], 2048);
     assert!(props["chat_template"]

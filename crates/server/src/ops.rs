@@ -16,9 +16,12 @@ use crate::error::{ApiError, ErrorKind};
 use crate::openai::OpenAiError;
 use crate::state::AppState;
 
-/// `/health`: outside the API key, for supervisors and load balancers.
+/// `/health` (and llama-server's `/v1/health`): outside the API key, for supervisors and
+/// load balancers.
 pub fn health_routes() -> Router<Arc<AppState>> {
-    Router::new().route("/health", get(health))
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/health", get(health))
 }
 
 pub fn routes() -> Router<Arc<AppState>> {

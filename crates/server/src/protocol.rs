@@ -41,7 +41,9 @@ impl Protocol {
     pub fn of(path: &str) -> Protocol {
         if path.starts_with("/v1/messages") {
             Protocol::Anthropic
-        } else if path.starts_with("/v1/") {
+        } else if path.starts_with("/v1/")
+            || ["/chat/completions", "/models", "/responses"].contains(&path)
+        {
             Protocol::OpenAi
         } else if path.starts_with("/api/") {
             Protocol::Ollama

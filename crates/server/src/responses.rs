@@ -33,7 +33,9 @@ use crate::state::AppState;
 type Result<T> = std::result::Result<T, OpenAiError>;
 
 pub fn routes() -> Router<Arc<AppState>> {
-    Router::new().route("/v1/responses", post(responses))
+    Router::new()
+        .route("/v1/responses", post(responses))
+        .route("/responses", post(responses))
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -75,6 +75,10 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/v1/models/{model}", get(model))
+        // llama-server's paths without `/v1`, for clients given the bare address.
+        .route("/chat/completions", post(chat))
+        .route("/models", get(models))
 }
 
 /// A response to a generation: SSE when streamed, else the collected generation as one
@@ -285,14 +289,24 @@ async fn completions(
     .await
 }
 
+fn card(state: &AppState) -> ModelCard {
+    ModelCard {
+        id: state.model_name.clone(),
+        object: "model",
+        created: wire::now(),
+        owned_by: "epm",
+    }
+}
+
 async fn models(State(state): State<Arc<AppState>>) -> Json<ModelList> {
     Json(ModelList {
         object: "list",
-        data: vec![ModelCard {
-            id: state.model_name.clone(),
-            object: "model",
-            created: wire::now(),
-            owned_by: "epm",
-        }],
+        data: vec![card(&state)],
     })
+}
+
+/// `models.retrieve`: the loaded model, whichever name is asked, as every endpoint answers
+/// to any model name.
+async fn model(State(state): State<Arc<AppState>>) -> Json<ModelCard> {
+    Json(card(&state))
 }
