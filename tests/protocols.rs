@@ -463,3 +463,80 @@ fn prefill_progress_is_streamed_per_ubatch_when_asked() {
         "{s}"
     );
 }
+
+/// `generate --chat` is one more client of the generation core: a conversation on stdin
+/// with a system message gets the replies the server gives the same messages, and a turn
+/// reuses what the conversation before it holds in whole prompt pieces.
+#[test]
+fn generate_chat_answers_as_the_server_does_and_reuses_the_conversation() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let stats = dir.path().join("chat.json");
+    // Longer than a prompt piece (256 tokens), so that the prompt is cut after it and the
+    // next turn reuses it: reuse keeps whole pieces.
+    let system = "You answer in one short sentence, and you name your sources. ".repeat(8);
+    let system = system.as_str();
+    let turns = [
+        "Name three rivers of Europe, and say where each one meets the sea.",
+        "And which of them is the longest?",
+    ];
+    let mut child = Command::new(bin())
+        .args([
+            "generate",
+            "-m",
+            model.to_str().unwrap(),
+            "--chat",
+            "--system",
+            system,
+        ])
+        .args([
+            "-n",
+            "8",
+            "-c",
+            "1024",
+            "-ub",
+            "256",
+            "-t",
+            "2",
+            "--stats-file",
+        ])
+        .arg(&stats)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for t in turns {
+        writeln!(stdin, "{t}").unwrap();
+    }
+    drop(stdin);
+    let out = ok(&child.wait_with_output().unwrap());
+    // Each turn prints "> " and then its reply on a line.
+    let replies: Vec<&str> = out
+        .split("> ")
+        .map(|r| r.trim_end_matches('\n'))
+        .filter(|r| !r.is_empty())
+        .collect();
+    assert_eq!(replies.len(), turns.len(), "{out:?}");
+    assert!(
+        json(&stats)["tokens"]["prompt_reused"].as_u64().unwrap() > 0,
+        "the second turn reuses the first"
+    );
+
+    let server = Server::start(&model, &["-ub", "256"]);
+    let mut messages = vec![json!({"role": "system", "content": system})];
+    for (t, cli) in turns.iter().zip(&replies) {
+        messages.push(json!({"role": "user", "content": t}));
+        let r = server.chat(
+            &json!({"messages": messages, "max_tokens": 8, "temperature": 0,
+                                    "reasoning_format": "none"}),
+        );
+        let content = r["choices"][0]["message"]["content"].as_str().unwrap();
+        assert_eq!(content, *cli, "turn {t:?}");
+        messages.push(json!({"role": "assistant", "content": content.trim()}));
+    }
+}

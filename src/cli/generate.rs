@@ -42,6 +42,9 @@ pub struct GenerateArgs {
     /// its new tokens.
     #[arg(long)]
     chat: bool,
+    /// The chat's system message (with --chat).
+    #[arg(long, requires = "chat")]
+    system: Option<String>,
     /// Constrain the output to values valid against this JSON schema (a file).
     #[arg(long, conflicts_with = "grammar")]
     json_schema: Option<PathBuf>,
@@ -56,6 +59,7 @@ struct SamplingArgs {
     /// Sampling temperature; 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
     temp: f32,
+    /// Seed of the sampler's draws (with --temp above 0).
     #[arg(long, default_value_t = 42)]
     seed: u32,
     /// Keep the K most likely tokens (0: all).
@@ -304,7 +308,11 @@ fn chat(
     let renderer = engine.chat_renderer(None)?;
     let counters = std::sync::Arc::new(GenerationCounters::default());
     let mut generator = Generator::new(session, counters);
-    let mut history: Vec<serde_json::Value> = Vec::new();
+    let mut history: Vec<serde_json::Value> = a
+        .system
+        .iter()
+        .map(|s| serde_json::json!({"role": "system", "content": s}))
+        .collect();
     let stdin = std::io::stdin();
     loop {
         write!(out, "> ")?;
