@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve`'s Ollama endpoints with the official `ollama` Python client (pip
-install ollama): chat streamed and not, generate, sampling options, list, show, ps, chat with `format=` a JSON
+install ollama): chat streamed and not, generate, sampling options, loading only (no
+messages, no prompt), a refused `suffix`, list, show, ps, chat with `format=` a JSON
 schema (validated with jsonschema) and chat with tools. Starts the server on a free loopback
 port; the record goes to --out.
 
@@ -54,6 +55,18 @@ def main():
                                       "repeat_last_n": -1, "presence_penalty": 0.5, "frequency_penalty": 0.5})
         checks["sampling_options"] = {"min_p_1_is_greedy": g2.response == g.response, "penalized": gp.response,
                                       "penalized_done": gp.done}
+        # Nothing to generate: clients warm the model up this way (and unload it with
+        # keep_alive 0); the answer is at once, done with done_reason load or unload.
+        warm = client.chat(model="m", messages=[])
+        warm_g = client.generate(model="m")
+        cold = client.generate(model="m", keep_alive=0)
+        checks["load_only"] = {"chat": [warm.done, warm.done_reason], "generate": [warm_g.done, warm_g.done_reason],
+                               "unload": [cold.done, cold.done_reason]}
+        try:
+            client.generate(model="m", prompt="def f(", suffix="    return 1\n")
+            checks["suffix"] = "no error"
+        except ollama.ResponseError as e:
+            checks["suffix"] = {"status": e.status_code, "error": e.error}
         checks["list"] = [m.model for m in client.list().models]
         s = client.show("m")
         checks["show"] = {"family": s.details.family, "quantization": s.details.quantization_level,
@@ -82,6 +95,8 @@ def main():
           and checks["generate"]["done"] and checks["list"] and checks["show"]["family"] == "qwen3moe"
           and len(checks["format_schema"]) == 3 and checks["sampling_options"]["min_p_1_is_greedy"]
           and checks["sampling_options"]["penalized_done"]
+          and checks["load_only"] == {"chat": [True, "load"], "generate": [True, "load"], "unload": [True, "unload"]}
+          and isinstance(checks["suffix"], dict) and checks["suffix"]["status"] == 400
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",

@@ -76,6 +76,8 @@ struct Options {
 
 #[derive(Debug, Clone, Deserialize)]
 struct ChatRequest {
+    /// Empty: only load the model (clients send this to warm it up).
+    #[serde(default)]
     messages: Vec<Value>,
     tools: Option<Value>,
     format: Option<Value>,
@@ -83,6 +85,7 @@ struct ChatRequest {
     options: Options,
     stream: Option<bool>,
     think: Option<bool>,
+    keep_alive: Option<Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -96,6 +99,11 @@ struct GenerateRequest {
     options: Options,
     stream: Option<bool>,
     think: Option<bool>,
+    images: Option<Vec<Value>>,
+    /// Fill-in-the-middle: the text after the cursor.
+    suffix: Option<String>,
+    /// `0` asks to unload the model; as it stays loaded here, only the answer differs.
+    keep_alive: Option<Value>,
 }
 
 fn format(f: &Option<Value>) -> std::result::Result<Format, ApiError> {
@@ -133,11 +141,6 @@ fn asked(o: &Options, n_ctx: u32) -> std::result::Result<Asked, ApiError> {
 /// Ollama's messages as the template's: `tool_calls[].function.arguments` are objects
 /// already; `thinking` is the reasoning.
 fn template_messages(messages: &[Value]) -> std::result::Result<Vec<Value>, ApiError> {
-    if messages.is_empty() {
-        return Err(ApiError::bad_request(
-            "`messages` is empty: send at least one message",
-        ));
-    }
     messages
         .iter()
         .enumerate()
@@ -369,12 +372,38 @@ fn think(t: Option<bool>) -> (ReasoningFormat, Option<Map<String, Value>>) {
     }
 }
 
+/// What Ollama answers a request with nothing to generate (no messages, or no prompt): the
+/// model loaded, or unloaded when `keep_alive` is 0. The model stays loaded here whatever
+/// is asked, but clients send these to warm it up and read the answer.
+fn load_only(state: &AppState, kind: Kind, keep_alive: Option<&Value>) -> Response {
+    let unload = keep_alive.is_some_and(|k| k.as_f64() == Some(0.0) || k.as_str() == Some("0"));
+    let mut out = Map::new();
+    out.insert("model".into(), json!(state.model_name));
+    out.insert("created_at".into(), json!(now()));
+    match kind {
+        Kind::Chat => out.insert(
+            "message".into(),
+            json!({"role": "assistant", "content": ""}),
+        ),
+        Kind::Generate => out.insert("response".into(), json!("")),
+    };
+    out.insert("done".into(), json!(true));
+    out.insert(
+        "done_reason".into(),
+        json!(if unload { "unload" } else { "load" }),
+    );
+    Json(Value::Object(out)).into_response()
+}
+
 async fn chat(
     State(state): State<Arc<AppState>>,
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Result<Response> {
     let req: ChatRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
+    if req.messages.is_empty() {
+        return Ok(load_only(&state, Kind::Chat, req.keep_alive.as_ref()));
+    }
     let messages = template_messages(&req.messages)?;
     let (reasoning, kwargs) = think(req.think);
     let ask = OutputAsk {
@@ -405,7 +434,22 @@ async fn generate(
 ) -> Result<Response> {
     let req: GenerateRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
+    if req.images.as_ref().is_some_and(|i| !i.is_empty()) {
+        return Err(ApiError::bad_request(
+            "`images` is set, but this model is text-only: send text only",
+        )
+        .into());
+    }
+    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_request(
+            "`suffix` asks for fill-in-the-middle, which this server does not do: send the text before the cursor as `prompt`, without `suffix`",
+        )
+        .into());
+    }
     let prompt = req.prompt.clone().unwrap_or_default();
+    if prompt.is_empty() {
+        return Ok(load_only(&state, Kind::Generate, req.keep_alive.as_ref()));
+    }
     let a = asked(&req.options, loaded.n_ctx_per_seq)?;
     let (reasoning, kwargs) = think(req.think);
     let ask = OutputAsk {
