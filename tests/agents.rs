@@ -661,3 +661,74 @@ fn harmony_tool_calls_and_channels_on_gpt_oss_mini() {
     ]);
     assert!(after > before + 20, "prompt tokens {before} -> {after}");
 }
+
+/// `reasoning_effort` (the Responses API's `reasoning.effort`) reaches the chat template,
+/// as llama-server passes it: gpt-oss's harmony reads the level, and `none` turns Qwen3's
+/// thinking off; a request's own `chat_template_kwargs` win.
+#[test]
+fn reasoning_effort_reaches_the_template() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let msgs = json!([{"role": "user", "content": "Hi"}]);
+    let server = Server::start(&mini(dir.path()), &[]);
+    let render = |extra: Value| -> String {
+        let mut body = json!({"messages": msgs});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        server.post("/apply-template", &body).unwrap()["prompt"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let off = "<think>\n\n</think>";
+    assert!(!render(json!({})).contains(off));
+    assert!(render(json!({"reasoning_effort": "none"})).ends_with(&format!("{off}\n\n")));
+    assert!(!render(json!({"reasoning_effort": "high"})).contains(off));
+    assert!(!render(json!({"reasoning_effort": "none",
+                           "chat_template_kwargs": {"enable_thinking": true}}))
+    .contains(off));
+    // The chat and Responses endpoints render it too: two more prompt tokens or more.
+    let prompt_tokens = |path: &str, body: Value, field: &str| {
+        server.post(path, &body).unwrap()["usage"][field]
+            .as_u64()
+            .unwrap()
+    };
+    let chat = |extra: Value| {
+        let mut body = json!({"messages": msgs, "max_tokens": 1});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        prompt_tokens("/v1/chat/completions", body, "prompt_tokens")
+    };
+    let plain = chat(json!({}));
+    let none = chat(json!({"reasoning_effort": "none"}));
+    assert!(none > plain + 1, "{none} vs {plain}");
+    let responses = prompt_tokens(
+        "/v1/responses",
+        json!({"input": "Hi", "max_output_tokens": 1, "reasoning": {"effort": "none"}}),
+        "input_tokens",
+    );
+    assert_eq!(responses, none);
+    let (code, v, _) = server
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": msgs, "reasoning_effort": "extreme"}),
+        )
+        .unwrap_err();
+    assert_eq!(code, 400);
+    assert!(v.to_string().contains("reasoning_effort"), "{v}");
+    drop(server);
+
+    let server = Server::start(&synth(dir.path(), "gpt-oss-20b-mini", &[]), &[]);
+    let prompt = server
+        .post(
+            "/apply-template",
+            &json!({"messages": msgs, "reasoning_effort": "low"}),
+        )
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("Reasoning: low"), "{prompt}");
+}

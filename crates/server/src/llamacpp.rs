@@ -24,7 +24,7 @@ use epm_engine::Penalties;
 
 use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{collect, loaded, prepare, submit, Asked, SamplerExtras, WirePrompt};
-use crate::output::{Format, OutputAsk, ReasoningFormat};
+use crate::output::{Format, OutputAsk, ReasoningEffort, ReasoningFormat};
 use crate::state::AppState;
 
 pub struct LlamaCppError(pub ApiError);
@@ -281,6 +281,7 @@ struct TemplateRequest {
     messages: Vec<Value>,
     tools: Option<Value>,
     chat_template_kwargs: Option<serde_json::Map<String, Value>>,
+    reasoning_effort: Option<ReasoningEffort>,
 }
 
 async fn apply_template(
@@ -289,13 +290,15 @@ async fn apply_template(
 ) -> Result<Json<Value>> {
     let req: TemplateRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
+    let kwargs =
+        ReasoningEffort::template_kwargs(req.reasoning_effort, req.chat_template_kwargs.as_ref());
     let prompt = loaded
         .chat
         .render(
             &loaded.engine,
             &req.messages,
             req.tools.as_ref(),
-            req.chat_template_kwargs.as_ref(),
+            kwargs.as_ref(),
         )
         .map_err(|e| {
             ApiError::bad_request(format!(

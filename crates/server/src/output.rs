@@ -2,7 +2,8 @@
 //! JSON format, a raw grammar, the reasoning split. [`OutputAsk::plan`] turns it into the
 //! generation core's constraint and output parser, or a 400 that says what to change.
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
 use epm_chat::{compile_schema, OutputParser, ReasoningSplit, ToolFamily, ToolSpec};
 use epm_engine::generation::Constraint;
@@ -44,6 +45,52 @@ pub enum ReasoningFormat {
     /// Split into `reasoning_content` (llama-server's `deepseek`, its default).
     #[default]
     DeepSeek,
+}
+
+/// How much the model should reason: OpenAI's `reasoning_effort` (the Responses API's
+/// `reasoning.effort`). As llama-server does, it reaches the chat template as
+/// `reasoning_effort` (gpt-oss's harmony template reads it), and `none` also turns thinking
+/// off (`enable_thinking: false`, which Qwen3's template reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+impl ReasoningEffort {
+    fn name(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::Xhigh => "xhigh",
+        }
+    }
+
+    /// The template variables of a request: its own `chat_template_kwargs`, and those of
+    /// `effort` that they do not set.
+    pub fn template_kwargs(
+        effort: Option<ReasoningEffort>,
+        kwargs: Option<&Map<String, Value>>,
+    ) -> Option<Map<String, Value>> {
+        let Some(effort) = effort else {
+            return kwargs.cloned();
+        };
+        let mut out = kwargs.cloned().unwrap_or_default();
+        out.entry("reasoning_effort")
+            .or_insert_with(|| Value::String(effort.name().into()));
+        if effort == ReasoningEffort::None {
+            out.entry("enable_thinking").or_insert(Value::Bool(false));
+        }
+        Some(out)
+    }
 }
 
 #[derive(Debug, Clone, Default)]

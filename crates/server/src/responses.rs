@@ -27,7 +27,7 @@ use crate::error::{parse_json, ApiError};
 use crate::generation::{self, collect, loaded, prepare_chat, submit, Asked, ChatInput};
 use crate::openai::wire::{new_id, now, ToolChoice};
 use crate::openai::OpenAiError;
-use crate::output::{self, Format, OutputAsk};
+use crate::output::{self, Format, OutputAsk, ReasoningEffort};
 use crate::state::AppState;
 
 type Result<T> = std::result::Result<T, OpenAiError>;
@@ -64,7 +64,14 @@ struct ResponsesRequest {
     #[serde(default)]
     stream: bool,
     text: Option<TextOptions>,
+    reasoning: Option<ReasoningOptions>,
     previous_response_id: Option<String>,
+}
+
+/// `reasoning`: only its `effort` reaches the model (the template).
+#[derive(Debug, Clone, Deserialize)]
+struct ReasoningOptions {
+    effort: Option<ReasoningEffort>,
 }
 
 fn item_text(content: &Value) -> String {
@@ -260,10 +267,12 @@ async fn responses(
         seed: req.seed,
         ..Default::default()
     };
+    let kwargs =
+        ReasoningEffort::template_kwargs(req.reasoning.as_ref().and_then(|r| r.effort), None);
     let chat = ChatInput {
         messages: &messages,
         tools: tools.as_ref(),
-        kwargs: None,
+        kwargs: kwargs.as_ref(),
     };
     let p = prepare_chat(loaded, chat, &ask, &asked)?;
     let id = new_id("resp");

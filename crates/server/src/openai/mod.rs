@@ -219,10 +219,14 @@ async fn chat(
     };
     let max = req.max_tokens.or(req.max_completion_tokens);
     let logprobs = top_logprobs(req.logprobs.unwrap_or(false), req.top_logprobs)?;
+    let kwargs = output::ReasoningEffort::template_kwargs(
+        req.reasoning_effort,
+        req.chat_template_kwargs.as_ref(),
+    );
     let chat = ChatInput {
         messages: &messages,
         tools: req.tools.as_ref(),
-        kwargs: req.chat_template_kwargs.as_ref(),
+        kwargs: kwargs.as_ref(),
     };
     let prepared =
         prepare_chat(loaded, chat, &ask, &req.sampling.asked(max, None))?.with_logprobs(logprobs);

@@ -210,6 +210,7 @@ pub struct ChatRequest {
     pub top_logprobs: Option<u32>,
     /// Extra template variables (`enable_thinking` ...), as llama-server takes them.
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    pub reasoning_effort: Option<output::ReasoningEffort>,
     #[serde(flatten)]
     pub constraints: Constraints,
     #[serde(flatten)]
