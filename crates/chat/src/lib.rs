@@ -1,6 +1,7 @@
 //! What a chat model's output means, in pure Rust (no llama.cpp, no model):
 //! - [`schema`]: JSON schemas compiled to GBNF grammars for llama.cpp's grammar sampler, so
-//!   that constrained output *is* valid against the schema (bounds included);
+//!   that constrained output *is* valid against the schema (bounds and ECMA-262 `pattern`s
+//!   included);
 //! - [`family`]: the tool-call formats of the model families users run, detected from the
 //!   chat template, with the grammar that makes a reply a valid call;
 //! - [`parse`]: the streaming parser that splits generated text into content, reasoning and
@@ -10,6 +11,7 @@
 
 pub mod family;
 pub mod parse;
+mod pattern;
 pub mod schema;
 
 pub use family::{ToolFamily, ToolSpec};

@@ -32,6 +32,8 @@ pub enum SchemaError {
     },
     #[error("the JSON schema is invalid at `{path}`: {reason}")]
     Invalid { path: String, reason: String },
+    #[error("the JSON schema's `pattern` at `{path}` cannot constrain decoding: {reason}")]
+    Pattern { path: String, reason: String },
 }
 
 /// A GBNF grammar whose start rule is `root`.
@@ -252,6 +254,11 @@ impl<'s> Compiler<'s> {
             None if obj.contains_key("items") || obj.contains_key("prefixItems") => {
                 self.typed("array", obj, path)
             }
+            None if obj.contains_key("pattern") => Err(SchemaError::Unsupported {
+                path: path.to_string(),
+                keyword: "pattern".into(),
+                hint: "give it with `\"type\": \"string\"` (a pattern constrains strings only)",
+            }),
             None => Ok("value".into()),
         }
     }
@@ -434,10 +441,6 @@ impl<'s> Compiler<'s> {
 
 /// Keywords refused, with what to do instead.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "pattern",
-        "regular expressions are not supported: use `enum`, `format` or `maxLength`",
-    ),
     ("patternProperties", "list the keys in `properties`"),
     ("not", "express the schema without negation"),
     ("if", "conditional schemas are not supported: use `anyOf`"),
@@ -506,6 +509,29 @@ fn object_body(name: &str, kvs: &[(bool, String)], rules: &mut BTreeMap<String, 
 }
 
 fn string_expr(obj: &Map<String, Value>, path: &str) -> Result<String, SchemaError> {
+    if let Some(p) = obj.get("pattern") {
+        let p = p
+            .as_str()
+            .ok_or_else(|| invalid(path, "`pattern` must be a string"))?;
+        let bounded = ["minLength", "maxLength"]
+            .iter()
+            .any(|k| obj.contains_key(*k));
+        let formatted = obj
+            .get("format")
+            .and_then(Value::as_str)
+            .is_some_and(|f| matches!(f, "date" | "time" | "date-time" | "uuid"));
+        if bounded || formatted {
+            return Err(SchemaError::Pattern {
+                path: path.to_string(),
+                reason: "it comes with a length or a `format` that constrains too, and a grammar cannot hold both: put the bounds in the pattern (`^.{1,10}$`), or drop one".into(),
+            });
+        }
+        let body = crate::pattern::pattern_expr(p, "char").map_err(|e| SchemaError::Pattern {
+            path: path.to_string(),
+            reason: e.0,
+        })?;
+        return Ok(format!("\"\\\"\" {body} \"\\\"\" space"));
+    }
     if let Some(f) = obj.get("format").and_then(Value::as_str) {
         let inner = match f {
             "date" => Some(DATE.to_string()),

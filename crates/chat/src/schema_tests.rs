@@ -123,16 +123,13 @@ fn refs_and_recursion_compile() {
 
 #[test]
 fn unsupported_keywords_are_named() {
-    let e = compile_schema(&json!({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}))
+    let e = compile_schema(&json!({"type": "object", "properties": {"zip": {"type": "string", "not": {"const": "00000"}}}}))
         .unwrap_err();
     assert!(
-        matches!(&e, SchemaError::Unsupported { keyword, path, .. } if keyword == "pattern" && path == "#/properties/zip"),
+        matches!(&e, SchemaError::Unsupported { keyword, path, .. } if keyword == "not" && path == "#/properties/zip"),
         "{e}"
     );
-    assert!(
-        e.to_string().contains("`pattern` at `#/properties/zip`"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("`not` at `#/properties/zip`"), "{e}");
     let e = compile_schema(&json!({"$ref": "https://example.com/s.json"})).unwrap_err();
     assert!(e.to_string().contains("$ref"), "{e}");
     let e = compile_schema(&json!({"type": "object", "required": ["x"]})).unwrap_err();
@@ -191,4 +188,34 @@ fn tool_call_grammars_name_each_tool_and_keep_their_rules_apart() {
         let g = f.call_grammar(&tools, true).unwrap().text();
         assert!(g.contains("alpha") && g.contains("beta"), "{f:?}: {g}");
     }
+}
+
+#[test]
+fn patterns_constrain_strings_and_are_refused_where_a_grammar_cannot_hold_them() {
+    let g = compile_schema(&json!({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["zip"]}))
+        .unwrap()
+        .text();
+    assert!(g.contains(r#""\"" ([\u0030-\u0039]){5} "\"" space"#), "{g}");
+    // Bounds or a format next to a pattern: a grammar holds one of them, not both.
+    for extra in [json!({"maxLength": 3}), json!({"format": "date"})] {
+        let mut s = json!({"type": "string", "pattern": "a"});
+        s.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let e = compile_schema(&s).unwrap_err();
+        assert!(
+            matches!(&e, SchemaError::Pattern { path, .. } if path == "#"),
+            "{e}"
+        );
+    }
+    // Without a type the pattern would leave the other types' values unconstrained.
+    let e = compile_schema(&json!({"pattern": "a"})).unwrap_err();
+    assert!(
+        matches!(&e, SchemaError::Unsupported { keyword, .. } if keyword == "pattern"),
+        "{e}"
+    );
+    let e = compile_schema(&json!({"type": "string", "pattern": "(?i)a"})).unwrap_err();
+    assert!(e.to_string().contains("`(?i)`"), "{e}");
+    let e = compile_schema(&json!({"type": "string", "pattern": 5})).unwrap_err();
+    assert!(e.to_string().contains("`pattern` must be a string"), "{e}");
 }
