@@ -194,6 +194,11 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
     let cases: &[(&str, &str, &str)] = &[
         ("/v1/chat/completions", "{not json", "not valid JSON"),
         ("/v1/chat/completions", r#"{"messages": "hi"}"#, "messages"),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]}"#,
+            "send `tools`",
+        ),
         ("/v1/messages", "{not json", "not valid JSON"),
         (
             "/v1/messages",

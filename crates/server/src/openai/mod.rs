@@ -204,6 +204,12 @@ async fn chat(
 ) -> Result<Response> {
     let loaded = loaded(&state)?;
     let req: ChatRequest = parse_json(body)?;
+    if req.functions.is_some() || req.function_call.is_some() {
+        return Err(ApiError::bad_request(
+            "`functions` and `function_call` are the legacy form: send `tools` (each `{\"type\": \"function\", \"function\": ...}`) and `tool_choice`",
+        )
+        .into());
+    }
     let messages = chat_messages(&req.messages)?;
     let tools = match &req.tools {
         Some(t) => output::openai_tools(t)?,

@@ -211,6 +211,9 @@ pub struct ChatRequest {
     /// Extra template variables (`enable_thinking` ...), as llama-server takes them.
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub reasoning_effort: Option<output::ReasoningEffort>,
+    /// The legacy form of `tools` and `tool_choice`: refused with a pointer to them.
+    pub functions: Option<Value>,
+    pub function_call: Option<Value>,
     #[serde(flatten)]
     pub constraints: Constraints,
     #[serde(flatten)]
