@@ -682,10 +682,7 @@ fn reasoning_effort_reaches_the_template() {
     let msgs = json!([{"role": "user", "content": "Hi"}]);
     let server = Server::start(&mini(dir.path()), &[]);
     let render = |extra: Value| -> String {
-        let mut body = json!({"messages": msgs});
-        body.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+        let body = merged(json!({"messages": msgs}), &extra);
         server.post("/apply-template", &body).unwrap()["prompt"]
             .as_str()
             .unwrap()
@@ -705,10 +702,7 @@ fn reasoning_effort_reaches_the_template() {
             .unwrap()
     };
     let chat = |extra: Value| {
-        let mut body = json!({"messages": msgs, "max_tokens": 1});
-        body.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+        let body = merged(json!({"messages": msgs, "max_tokens": 1}), &extra);
         prompt_tokens("/v1/chat/completions", body, "prompt_tokens")
     };
     let plain = chat(json!({}));

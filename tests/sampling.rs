@@ -21,6 +21,19 @@ fn server(model: &Path) -> Server {
     Server::start(model, &["-ub", UBATCH])
 }
 
+/// The mini in `dir`, a server on it, and [`PROMPT`]'s tokens.
+fn setup(dir: &Path) -> (std::path::PathBuf, Server, Vec<i32>) {
+    let model = synth(dir, "qwen3-30b-a3b-mini", &[]);
+    let server = server(&model);
+    let prompt = ids(&server
+        .post(
+            "/tokenize",
+            &json!({"content": PROMPT, "add_special": true}),
+        )
+        .unwrap()["tokens"]);
+    (model, server, prompt)
+}
+
 fn ids(v: &Value) -> Vec<i32> {
     v.as_array()
         .unwrap_or_else(|| panic!("not a list of token ids: {v}"))
@@ -88,14 +101,7 @@ fn generate_ids(
 fn penalties_pick_what_llama_cpp_gives_over_prompt_and_output_in_every_protocol() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let server = server(&model);
-    let prompt = ids(&server
-        .post(
-            "/tokenize",
-            &json!({"content": PROMPT, "add_special": true}),
-        )
-        .unwrap()["tokens"]);
+    let (model, server, prompt) = setup(dir.path());
     // The random weights' likeliest token leads the next by about 16 logits, so only
     // penalties this large change a pick.
     let (repeat, frequency, presence, last_n) = (1.5f32, 4.0f32, 9.0f32, 20usize);
@@ -138,27 +144,20 @@ fn penalties_pick_what_llama_cpp_gives_over_prompt_and_output_in_every_protocol(
     // The same settings, by each protocol's names, give the same tokens.
     let settings = json!({"repeat_penalty": repeat, "frequency_penalty": frequency,
                           "presence_penalty": presence, "repeat_last_n": last_n});
-    let mut body =
-        json!({"prompt": prompt, "n_predict": n, "temperature": 0, "return_tokens": true});
-    body.as_object_mut()
-        .unwrap()
-        .extend(settings.as_object().unwrap().clone());
-    let native = server.post("/completion", &body).unwrap();
+    let body = json!({"prompt": prompt, "n_predict": n, "temperature": 0, "return_tokens": true});
+    let native = server
+        .post("/completion", &merged(body, &settings))
+        .unwrap();
     assert_eq!(ids(&native["tokens"]), out, "/completion");
-    let mut body = json!({"prompt": PROMPT, "max_tokens": n, "temperature": 0});
-    body.as_object_mut()
-        .unwrap()
-        .extend(settings.as_object().unwrap().clone());
-    let openai = server.post("/v1/completions", &body).unwrap();
+    let body = json!({"prompt": PROMPT, "max_tokens": n, "temperature": 0});
+    let openai = server
+        .post("/v1/completions", &merged(body, &settings))
+        .unwrap();
     assert_eq!(
         openai["choices"][0]["text"], native["content"],
         "/v1/completions"
     );
-    let mut options = json!({"num_predict": n, "temperature": 0});
-    options
-        .as_object_mut()
-        .unwrap()
-        .extend(settings.as_object().unwrap().clone());
+    let options = merged(json!({"num_predict": n, "temperature": 0}), &settings);
     let ollama = server
         .post(
             "/api/generate",
@@ -190,21 +189,11 @@ fn penalties_pick_what_llama_cpp_gives_over_prompt_and_output_in_every_protocol(
 fn logit_bias_and_min_p_do_what_they_say() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let server = server(&model);
-    let prompt = ids(&server
-        .post(
-            "/tokenize",
-            &json!({"content": PROMPT, "add_special": true}),
-        )
-        .unwrap()["tokens"]);
+    let (model, server, prompt) = setup(dir.path());
     let complete = |extra: Value| -> Vec<i32> {
-        let mut body =
+        let body =
             json!({"prompt": prompt, "n_predict": 6, "temperature": 0, "return_tokens": true});
-        body.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        ids(&server.post("/completion", &body).unwrap()["tokens"])
+        ids(&server.post("/completion", &merged(body, &extra)).unwrap()["tokens"])
     };
     let (free, logits) = generate_ids(&model, dir.path(), "free", 6, &[]);
     assert_eq!(complete(json!({})), free);
@@ -281,11 +270,10 @@ fn bad_sampling_settings_are_refused_with_the_setting_named() {
         assert!(message.contains(want), "{path}: {message:?} lacks {want:?}");
     };
     let chat = |extra: Value| {
-        let mut body = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2});
-        body.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        body
+        merged(
+            json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+            &extra,
+        )
     };
     refused(
         "/v1/chat/completions",

@@ -125,6 +125,14 @@ pub fn generate(
     (std::fs::read(&logits).unwrap(), stats(&stats_path))
 }
 
+/// The JSON object `base` with `extra`'s keys added (replacing any of the same name).
+pub fn merged(mut base: serde_json::Value, extra: &serde_json::Value) -> serde_json::Value {
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    base
+}
+
 /// Poll until `cond` holds, failing after `timeout` with `what`.
 pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
