@@ -175,6 +175,15 @@ fn penalties_pick_what_llama_cpp_gives_over_prompt_and_output_in_every_protocol(
         )
         .unwrap();
     let all = ids(&all["tokens"]);
+    // A window longer than the context is the context (and allocates no more).
+    let longest = server
+        .post(
+            "/completion",
+            &json!({"prompt": prompt, "n_predict": n, "temperature": 0, "return_tokens": true,
+                    "presence_penalty": 1000, "repeat_last_n": i32::MAX}),
+        )
+        .unwrap();
+    assert_eq!(ids(&longest["tokens"]), all);
     let mut seen: std::collections::HashSet<i32> = prompt.iter().copied().collect();
     for t in &all {
         assert!(seen.insert(*t), "token {t} repeats in {all:?}");

@@ -41,11 +41,13 @@ impl Penalties {
     }
 
     /// A window as llama.cpp's settings give it (`repeat_last_n`): -1 is the whole
-    /// context of `n_ctx` tokens, 0 none.
+    /// context of `n_ctx` tokens, 0 none. A longer window holds no more tokens than the
+    /// context, so it is the context's: llama.cpp allocates the window up front, and a
+    /// client's `2147483647` must not become 8 GiB.
     pub fn window(last_n: i32, n_ctx: u32) -> Result<u32, SamplingError> {
         match last_n {
             -1 => Ok(n_ctx),
-            n if n >= 0 => Ok(n as u32),
+            n if n >= 0 => Ok((n as u32).min(n_ctx)),
             n => Err(SamplingError::Window(n)),
         }
     }
@@ -349,6 +351,7 @@ mod tests {
         assert_eq!(Penalties::window(-1, 4096), Ok(4096));
         assert_eq!(Penalties::window(0, 4096), Ok(0));
         assert_eq!(Penalties::window(64, 4096), Ok(64));
+        assert_eq!(Penalties::window(i32::MAX, 4096), Ok(4096));
         assert_eq!(Penalties::window(-2, 4096), Err(SamplingError::Window(-2)));
     }
 
