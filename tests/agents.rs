@@ -332,6 +332,16 @@ fn json_schema_replies_validate_for_20_seeds() {
         "{r}"
     );
 
+    // Lengths above llama.cpp's repetition limit (2000) are written in blocks it takes.
+    let long = ask(
+        0,
+        json!({"max_tokens": 6, "response_format": {"type": "json_schema", "json_schema": {"name": "l",
+        "schema": {"type": "object", "properties": {"text": {"type": "string", "minLength": 2100, "maxLength": 4500}},
+                   "required": ["text"]}}}}),
+    );
+    let r = server.chat(&long);
+    assert_eq!(r["choices"][0]["finish_reason"], "length", "{r}");
+
     // What the engine cannot compile is a 400 that names it.
     let bad = ask(
         0,

@@ -285,13 +285,18 @@ fn expr(a: &Ast) -> Result<String, PatternError> {
             if inner.is_empty() {
                 return Ok(String::new());
             }
+            let counted = |min: u32, max: Option<u32>| {
+                crate::schema::repetition(min.into(), max.map(u64::from)).map_err(|e| {
+                    PatternError(format!("it repeats by {e}: write a smaller count"))
+                })
+            };
             let op = match &r.op.kind {
                 RepetitionKind::ZeroOrOne => "?".to_string(),
                 RepetitionKind::ZeroOrMore => "*".to_string(),
                 RepetitionKind::OneOrMore => "+".to_string(),
-                RepetitionKind::Range(RepetitionRange::Exactly(n)) => format!("{{{n}}}"),
-                RepetitionKind::Range(RepetitionRange::AtLeast(n)) => format!("{{{n},}}"),
-                RepetitionKind::Range(RepetitionRange::Bounded(m, n)) => format!("{{{m},{n}}}"),
+                RepetitionKind::Range(RepetitionRange::Exactly(n)) => counted(*n, Some(*n))?,
+                RepetitionKind::Range(RepetitionRange::AtLeast(n)) => counted(*n, None)?,
+                RepetitionKind::Range(RepetitionRange::Bounded(m, n)) => counted(*m, Some(*n))?,
             };
             format!("({inner}){op}")
         }

@@ -77,6 +77,91 @@ pub fn literal(s: &str) -> String {
     out
 }
 
+/// The largest count llama.cpp's grammar parser takes in `{m,n}` (`MAX_REPETITION_THRESHOLD`):
+/// it refuses a larger minimum and, worse, reads a larger maximum as no maximum at all. So
+/// no count above it is ever written: string lengths are written in blocks of it, and
+/// other counts above it are refused.
+pub const MAX_REPETITION: u64 = 2000;
+
+/// `{min,max}` for an item repeated `min` to `max` times (`None`: no maximum), or the
+/// refusal when a count is above [`MAX_REPETITION`].
+pub(crate) fn repetition(min: u64, max: Option<u64>) -> Result<String, String> {
+    if min > MAX_REPETITION || max.is_some_and(|m| m > MAX_REPETITION) {
+        return Err(format!(
+            "a count above {MAX_REPETITION} (llama.cpp's grammar parser reads a larger maximum as none)"
+        ));
+    }
+    Ok(match max {
+        Some(m) if m == min => format!("{{{min}}}"),
+        Some(m) => format!("{{{min},{m}}}"),
+        None => format!("{{{min},}}"),
+    })
+}
+
+/// A run of `min` to `max` JSON string characters (`None`: no maximum). Lengths above
+/// [`MAX_REPETITION`] are written as blocks of it, so that llama.cpp holds them exactly:
+/// at most `k` is `(block){0,p-1} char{0,B-1} | (block){p} char{0,r}` (`k = pB + r`), whose
+/// two branches cover `0..pB-1` and `pB..k`, each length in one way only.
+fn char_run(min: u64, max: Option<u64>) -> Result<String, String> {
+    const B: u64 = MAX_REPETITION;
+    let too_long = || {
+        format!(
+            "a length above {} (llama.cpp's grammar parser cannot hold it)",
+            B * B
+        )
+    };
+    let exactly = |n: u64| -> Result<Option<String>, String> {
+        match n {
+            0 => Ok(None),
+            n if n <= B => Ok(Some(format!("char{{{n}}}"))),
+            n if n <= B * B => {
+                let (p, r) = (n / B, n % B);
+                let tail = if r > 0 {
+                    format!(" char{{{r}}}")
+                } else {
+                    String::new()
+                };
+                Ok(Some(format!("(char{{{B}}}){{{p}}}{tail}")))
+            }
+            _ => Err(too_long()),
+        }
+    };
+    let at_most = |k: u64| -> Result<Option<String>, String> {
+        match k {
+            0 => Ok(None),
+            k if k <= B => Ok(Some(format!("char{{0,{k}}}"))),
+            k if k <= B * B => {
+                let (p, r) = (k / B, k % B);
+                let full = if p > 1 {
+                    format!("(char{{{B}}}){{0,{}}} ", p - 1)
+                } else {
+                    String::new()
+                };
+                let tail = if r > 0 {
+                    format!(" char{{0,{r}}}")
+                } else {
+                    String::new()
+                };
+                Ok(Some(format!(
+                    "({full}char{{0,{}}} | (char{{{B}}}){{{p}}}{tail})",
+                    B - 1
+                )))
+            }
+            _ => Err(too_long()),
+        }
+    };
+    let mut parts: Vec<String> = exactly(min)?.into_iter().collect();
+    match max {
+        Some(m) => parts.extend(at_most(m - min)?),
+        None => parts.push("char*".into()),
+    }
+    Ok(if parts.is_empty() {
+        "\"\"".into()
+    } else {
+        parts.join(" ")
+    })
+}
+
 /// The longest integer the grammar writes, in digits: keeps an unbounded integer finite.
 const MAX_INT_DIGITS: u32 = 15;
 /// Fraction digits of a non-integer number.
@@ -426,10 +511,19 @@ impl<'s> Compiler<'s> {
             Some(s) => self.expr(s, &format!("{path}/items"))?,
         };
         let rest = match max {
-            Some(m) => format!("{{{},{}}}", min.saturating_sub(1), m.saturating_sub(1)),
-            None if min > 1 => format!("{{{},}}", min - 1),
-            None => "*".into(),
-        };
+            Some(m) => repetition(min.saturating_sub(1), Some(m.saturating_sub(1))),
+            None if min > 1 => repetition(min - 1, None),
+            None => Ok("*".into()),
+        }
+        .map_err(|_| SchemaError::Unsupported {
+            path: path.to_string(),
+            keyword: if max.is_some_and(|m| m > MAX_REPETITION + 1) {
+                "maxItems".into()
+            } else {
+                "minItems".into()
+            },
+            hint: "item counts above 2000 are not supported: llama.cpp's grammar parser reads a larger maximum as none",
+        })?;
         let items = format!("{item} (\",\" space {item}){rest}");
         Ok(match (min, max) {
             (_, Some(0)) => "\"[\" space \"]\" space".into(),
@@ -551,9 +645,11 @@ fn string_expr(obj: &Map<String, Value>, path: &str) -> Result<String, SchemaErr
     let max = count(obj, "maxLength", path)?;
     match max {
         Some(m) if m < min => Err(invalid(path, "`maxLength` is below `minLength`")),
-        Some(m) => Ok(format!("\"\\\"\" char{{{min},{m}}} \"\\\"\" space")),
-        None if min > 0 => Ok(format!("\"\\\"\" char{{{min},}} \"\\\"\" space")),
-        None => Ok("string".into()),
+        None if min == 0 => Ok("string".into()),
+        _ => {
+            let run = char_run(min, max).map_err(|e| invalid(path, &e))?;
+            Ok(format!("\"\\\"\" {run} \"\\\"\" space"))
+        }
     }
 }
 

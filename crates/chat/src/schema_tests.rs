@@ -219,3 +219,141 @@ fn patterns_constrain_strings_and_are_refused_where_a_grammar_cannot_hold_them()
     let e = compile_schema(&json!({"type": "string", "pattern": 5})).unwrap_err();
     assert!(e.to_string().contains("`pattern` must be a string"), "{e}");
 }
+
+/// The string lengths an expression of `char_run`'s shapes admits, up to `limit`: `char{n}`,
+/// `char{0,n}`, `char*`, `""`, groups with `{n}` or `{0,n}`, alternations and sequences.
+fn lengths(expr: &str, limit: usize) -> Vec<bool> {
+    fn seq(tokens: &[&str], pos: &mut usize, limit: usize) -> Vec<bool> {
+        let mut acc = vec![false; limit + 1];
+        acc[0] = true;
+        let mut alts: Vec<Vec<bool>> = Vec::new();
+        while *pos < tokens.len() && tokens[*pos] != ")" {
+            if tokens[*pos] == "|" {
+                *pos += 1;
+                alts.push(std::mem::replace(&mut acc, {
+                    let mut a = vec![false; limit + 1];
+                    a[0] = true;
+                    a
+                }));
+                continue;
+            }
+            let (item, rep) = if tokens[*pos] == "(" {
+                *pos += 1;
+                let inner = seq(tokens, pos, limit);
+                *pos += 1; // ")"
+                let rep = tokens.get(*pos).filter(|t| t.starts_with('{')).copied();
+                if rep.is_some() {
+                    *pos += 1;
+                }
+                (inner, rep)
+            } else {
+                let t = tokens[*pos];
+                *pos += 1;
+                let mut one = vec![false; limit + 1];
+                if t == "\"\"" {
+                    one[0] = true;
+                    (one, None)
+                } else if let Some(r) = t.strip_prefix("char") {
+                    one[1] = true;
+                    (one, Some(r).filter(|r| !r.is_empty()))
+                } else {
+                    panic!("unexpected token {t}");
+                }
+            };
+            let (lo, hi) = match rep {
+                None => (1, Some(1)),
+                Some("*") => (0, None),
+                Some(r) => {
+                    let r = r.trim_start_matches('{').trim_end_matches('}');
+                    match r.split_once(',') {
+                        Some((a, b)) => (a.parse().unwrap(), b.parse().ok()),
+                        None => (r.parse().unwrap(), r.parse().ok()),
+                    }
+                }
+            };
+            // acc := acc · item^{lo..hi}
+            let concat = |a: &[bool], b: &[bool]| {
+                let mut out = vec![false; limit + 1];
+                for i in (0..=limit).filter(|&i| a[i]) {
+                    for j in (0..=limit - i).filter(|&j| b[j]) {
+                        out[i + j] = true;
+                    }
+                }
+                out
+            };
+            let mut power = vec![false; limit + 1];
+            power[0] = true;
+            let mut reps = vec![false; limit + 1];
+            for n in 0..=hi.unwrap_or(limit) {
+                if n >= lo {
+                    for i in 0..=limit {
+                        reps[i] |= power[i];
+                    }
+                }
+                let next = concat(&power, &item);
+                if next == power {
+                    break;
+                }
+                power = next;
+            }
+            acc = concat(&acc, &reps);
+        }
+        alts.push(acc);
+        let mut out = vec![false; limit + 1];
+        for a in alts {
+            for (i, x) in a.into_iter().enumerate() {
+                out[i] |= x;
+            }
+        }
+        out
+    }
+    let spaced = expr.replace('(', " ( ").replace(')', " ) ");
+    let tokens: Vec<&str> = spaced.split_whitespace().collect();
+    let mut pos = 0;
+    seq(&tokens, &mut pos, limit)
+}
+
+#[test]
+fn string_lengths_above_llama_cpps_repetition_limit_are_written_in_blocks_exactly() {
+    use crate::schema::MAX_REPETITION as B;
+    let limit = 3 * B as usize + 50;
+    for (min, max) in [
+        (0, Some(5)),
+        (3, Some(3)),
+        (0, Some(B)),
+        (0, Some(B + 1)),
+        (0, Some(2 * B)),
+        (0, Some(2 * B + 7)),
+        (5, Some(2 * B + 3)),
+        (B + 1, Some(B + 1)),
+        (2 * B, Some(3 * B)),
+        (B + 3, None),
+    ] {
+        let schema = match max {
+            Some(m) => json!({"type": "string", "minLength": min, "maxLength": m}),
+            None => json!({"type": "string", "minLength": min}),
+        };
+        let g = compile_schema(&schema).unwrap();
+        let root = g.text().lines().next().unwrap().to_string();
+        let run = root
+            .trim_start_matches(r#"root ::= "\"" "#)
+            .trim_end_matches(r#" "\"" space"#)
+            .to_string();
+        for (n, _) in run.match_indices(['{', ',']) {
+            let count: String = run[n + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            assert!(count.parse::<u64>().unwrap_or(0) <= B, "{run}");
+        }
+        let admitted = lengths(&run, limit);
+        for (len, ok) in admitted.iter().enumerate() {
+            let want = len as u64 >= min && max.is_none_or(|m| len as u64 <= m);
+            assert_eq!(*ok, want, "length {len} for {min}..{max:?}: {run}");
+        }
+    }
+    // Above B², and item counts above B, are refused rather than left unbounded.
+    assert!(compile_schema(&json!({"type": "string", "maxLength": B * B + 1})).is_err());
+    assert!(compile_schema(&json!({"type": "array", "maxItems": B + 2})).is_err());
+    assert!(compile_schema(&json!({"type": "string", "pattern": "^a{2001}$"})).is_err());
+}
