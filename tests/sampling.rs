@@ -195,7 +195,7 @@ fn penalties_pick_what_llama_cpp_gives_over_prompt_and_output_in_every_protocol(
 }
 
 #[test]
-fn logit_bias_and_min_p_do_what_they_say() {
+fn logit_bias_min_p_and_the_other_samplers_do_what_they_say() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let (model, server, prompt) = setup(dir.path());
@@ -241,25 +241,57 @@ fn logit_bias_and_min_p_do_what_they_say() {
         "{by_text:?} vs {word:?}"
     );
 
-    // min_p 1 keeps only the likeliest token: sampling at temperature 2 is then greedy
-    // (without it, the random weights' other tokens hold about a tenth of the mass there).
-    let sampled = |seed: u64, min_p: f64| {
-        let r = server
-            .post(
-                "/completion",
-                &json!({"prompt": prompt, "n_predict": 6, "temperature": 2.0, "seed": seed,
-                        "min_p": min_p, "return_tokens": true}),
-            )
-            .unwrap();
-        ids(&r["tokens"])
+    // min_p 1 keeps only the likeliest token, and so does top-n-sigma at a tiny n:
+    // sampling at temperature 2 is then greedy (without them, the random weights' other
+    // tokens hold about a tenth of the mass there).
+    let sampled = |seed: u64, extra: Value| {
+        let body = json!({"prompt": prompt, "n_predict": 6, "temperature": 2.0, "seed": seed,
+                          "return_tokens": true});
+        ids(&server.post("/completion", &merged(body, &extra)).unwrap()["tokens"])
     };
     for seed in 1..=5 {
-        assert_eq!(sampled(seed, 1.0), free, "seed {seed}");
+        assert_eq!(sampled(seed, json!({"min_p": 1.0})), free, "seed {seed}");
+        assert_eq!(
+            sampled(seed, json!({"top_n_sigma": 0.001})),
+            free,
+            "seed {seed}"
+        );
     }
     assert!(
-        (1..=5).any(|seed| sampled(seed, 0.0) != free),
-        "sampling at temperature 2 was greedy for every seed: the check above shows nothing"
+        (1..=5).any(|seed| sampled(seed, json!({})) != free),
+        "sampling at temperature 2 was greedy for every seed: the checks above show nothing"
     );
+    // XTC that always fires with a threshold of 0 drops every token but the least likely
+    // one above it: never the greedy pick.
+    let xtc = complete(json!({"xtc_probability": 1.0, "xtc_threshold": 0.0}));
+    assert_ne!(xtc[0], free[0]);
+    // Mirostat draws the same tokens for the same seed.
+    let miro = json!({"mirostat": 2, "mirostat_tau": 3.0, "temperature": 1.0, "seed": 7});
+    assert_eq!(complete(miro.clone()), complete(miro));
+    // DRY, typical sampling and dynamic temperature are taken, and generate.
+    let rest = json!({"dry_multiplier": 0.8, "dry_sequence_breakers": ["\n"], "typical_p": 0.9,
+                      "dynatemp_range": 0.5, "temperature": 0.7, "seed": 3});
+    assert_eq!(complete(rest).len(), 6);
+
+    // ignore_eos: the end-of-turn token a bias forces is banned, and all 6 tokens come.
+    let eos = ids(&server
+        .post("/tokenize", &json!({"content": "<|im_end|>"}))
+        .unwrap()["tokens"]);
+    let ending = |ignore_eos: bool| {
+        let body = json!({"prompt": prompt, "n_predict": 6, "temperature": 0,
+                          "return_tokens": true, "ignore_eos": ignore_eos,
+                          "logit_bias": [[eos[0], 100]]});
+        server.post("/completion", &body).unwrap()
+    };
+    let r = ending(false);
+    assert_eq!(r["stop_type"], "eos", "{r}");
+    let r = ending(true);
+    assert_eq!(
+        (ids(&r["tokens"]).len(), &r["stop_type"]),
+        (6, &json!("limit")),
+        "{r}"
+    );
+    assert!(!ids(&r["tokens"]).contains(&eos[0]));
 }
 
 #[test]
@@ -308,6 +340,21 @@ fn bad_sampling_settings_are_refused_with_the_setting_named() {
         "/completion",
         json!({"prompt": "x", "repeat_penalty": 0}),
         "`repeat_penalty` 0",
+    );
+    refused(
+        "/completion",
+        json!({"prompt": "x", "mirostat": 3}),
+        "`mirostat` 3",
+    );
+    refused(
+        "/completion",
+        json!({"prompt": "x", "typical_p": 0}),
+        "`typical_p` 0",
+    );
+    refused(
+        "/completion",
+        json!({"prompt": "x", "dry_multiplier": 1, "dry_sequence_breakers": ["a\u{0}"]}),
+        "NUL",
     );
     refused(
         "/completion",

@@ -11,7 +11,7 @@ use clap::Args;
 use epm_core::units::MIB;
 use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
 use epm_engine::telemetry;
-use epm_engine::{Engine, EngineError, Penalties, SamplingError, SamplingParams, Session};
+use epm_engine::{Engine, EngineError, Extras, SamplingError, SamplingParams, Session};
 
 use super::exit::UsageError;
 use super::model_run::{ModelRun, ModelRunArgs, PromptReuse};
@@ -53,8 +53,10 @@ pub struct GenerateArgs {
     grammar: Option<PathBuf>,
 }
 
-/// How tokens are picked (llama.cpp's samplers, in llama-server's order).
+/// How tokens are picked: llama.cpp's samplers in llama-server's order, with its names
+/// (`--top-n-sigma` is `top_n_sigma`); those left out change nothing.
 #[derive(Args, Debug)]
+#[command(next_help_heading = "Sampling")]
 struct SamplingArgs {
     /// Sampling temperature; 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
@@ -68,41 +70,98 @@ struct SamplingArgs {
     /// Keep the smallest set of tokens whose probability reaches P (1: all).
     #[arg(long, default_value_t = 1.0)]
     top_p: f32,
-    /// Drop tokens less likely than P times the likeliest one (0: none).
-    #[arg(long, default_value_t = 0.0)]
-    min_p: f32,
+    /// Drop tokens less likely than P times the likeliest one.
+    #[arg(long)]
+    min_p: Option<f32>,
+    /// Locally typical sampling's mass (1: off).
+    #[arg(long)]
+    typical_p: Option<f32>,
+    /// Keep tokens within N standard deviations of the top logit.
+    #[arg(long)]
+    top_n_sigma: Option<f32>,
+    /// XTC: with this probability, drop the likeliest tokens above --xtc-threshold but one.
+    #[arg(long)]
+    xtc_probability: Option<f32>,
+    #[arg(long)]
+    xtc_threshold: Option<f32>,
+    /// Dynamic temperature: --temp ± this, with the entropy.
+    #[arg(long)]
+    dynatemp_range: Option<f32>,
+    #[arg(long)]
+    dynatemp_exponent: Option<f32>,
     /// Divide a repeated token's logit by this (1: off).
-    #[arg(long, default_value_t = 1.0)]
-    repeat_penalty: f32,
-    /// Subtract this from a token's logit for each time it occurred (0: off).
-    #[arg(long, default_value_t = 0.0)]
-    frequency_penalty: f32,
-    /// Subtract this from a token's logit if it occurred (0: off).
-    #[arg(long, default_value_t = 0.0)]
-    presence_penalty: f32,
-    /// The penalties' window in tokens, prompt included (-1: the whole context, 0: off).
-    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
-    repeat_last_n: i32,
+    #[arg(long)]
+    repeat_penalty: Option<f32>,
+    /// The penalties' window in tokens, prompt included (-1: the whole context, 0: off;
+    /// default 64).
+    #[arg(long, allow_negative_numbers = true)]
+    repeat_last_n: Option<i32>,
+    /// Subtract this from a token's logit if it occurred.
+    #[arg(long, allow_negative_numbers = true)]
+    presence_penalty: Option<f32>,
+    /// Subtract this from a token's logit for each time it occurred.
+    #[arg(long, allow_negative_numbers = true)]
+    frequency_penalty: Option<f32>,
+    /// DRY: penalize tokens that extend a repeat of earlier text (0: off).
+    #[arg(long)]
+    dry_multiplier: Option<f32>,
+    #[arg(long)]
+    dry_base: Option<f32>,
+    #[arg(long)]
+    dry_allowed_length: Option<u32>,
+    /// DRY's window (-1, the default: the whole context).
+    #[arg(long, allow_negative_numbers = true)]
+    dry_penalty_last_n: Option<i32>,
+    /// Text that ends a repeat for DRY (repeat for several; default: newline, `:`, `"`, `*`).
+    #[arg(long = "dry-sequence-breaker")]
+    dry_sequence_breakers: Vec<String>,
+    /// Mirostat version (0: off, 1 or 2), in place of the truncating samplers.
+    #[arg(long)]
+    mirostat: Option<u8>,
+    #[arg(long)]
+    mirostat_tau: Option<f32>,
+    #[arg(long)]
+    mirostat_eta: Option<f32>,
+    /// Never stop at an end-of-generation token: generate -n tokens.
+    #[arg(long)]
+    ignore_eos: bool,
 }
 
 impl SamplingArgs {
     /// The settings, checked against the model's vocabulary and a context of `n_ctx`.
     fn params(&self, n_ctx: u32, n_vocab: usize) -> Result<SamplingParams> {
         let flag = |e: SamplingError| UsageError(e.to_string().replace('_', "-"));
-        let params = SamplingParams {
+        let extras = Extras {
+            min_p: self.min_p,
+            typical_p: self.typical_p,
+            top_n_sigma: self.top_n_sigma,
+            xtc_probability: self.xtc_probability,
+            xtc_threshold: self.xtc_threshold,
+            dynatemp_range: self.dynatemp_range,
+            dynatemp_exponent: self.dynatemp_exponent,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            dry_multiplier: self.dry_multiplier,
+            dry_base: self.dry_base,
+            dry_allowed_length: self.dry_allowed_length,
+            dry_penalty_last_n: self.dry_penalty_last_n,
+            dry_sequence_breakers: (!self.dry_sequence_breakers.is_empty())
+                .then(|| self.dry_sequence_breakers.clone()),
+            mirostat: self.mirostat,
+            mirostat_tau: self.mirostat_tau,
+            mirostat_eta: self.mirostat_eta,
+            ignore_eos: Some(self.ignore_eos),
+        };
+        let base = SamplingParams {
             temperature: self.temp,
             top_p: self.top_p,
             top_k: self.top_k,
-            min_p: self.min_p,
-            penalties: Penalties {
-                last_n: Penalties::window(self.repeat_last_n, n_ctx).map_err(flag)?,
-                repeat: self.repeat_penalty,
-                frequency: self.frequency_penalty,
-                presence: self.presence_penalty,
-            },
-            logit_bias: Vec::new(),
             seed: self.seed,
+            ..SamplingParams::default()
         };
+        let params = extras.apply(base, n_ctx).map_err(flag)?;
         params.check(n_vocab).map_err(flag)?;
         Ok(params)
     }

@@ -46,7 +46,8 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Generate text, paging experts within a RAM budget.
-    Generate(generate::GenerateArgs),
+    // Boxed: its sampling flags make it several times the size of the other variants.
+    Generate(Box<generate::GenerateArgs>),
     /// Show what a model needs: expert bytes, working set, minimum and expert budget.
     Plan(plan::PlanArgs),
     /// Write a synthetic GGUF model.
@@ -169,7 +170,7 @@ pub fn run(args: Vec<OsString>) -> Result<()> {
     // exit as bad input instead of dying with a bare "Bus error".
     epm_sys::sigbus::install(exit::BAD_INPUT);
     match cli.command {
-        Command::Generate(a) => generate::run(a),
+        Command::Generate(a) => generate::run(*a),
         Command::Plan(a) => plan::run(a),
         Command::Synth(a) => synth::run(a),
         Command::Demo(a) => demo::run(a),

@@ -97,6 +97,7 @@ pub struct Engine {
     session_active: AtomicBool,
     /// Every token's bytes, for constrained sampling; made on first use.
     token_pieces: OnceLock<Arc<Vec<Vec<u8>>>>,
+    eog_tokens: OnceLock<Arc<Vec<i32>>>,
     /// The vocabulary's end-of-generation tokens, ascending: where a turn of a chat ends.
     end_of_turn: Vec<i32>,
 }
@@ -146,6 +147,7 @@ impl Engine {
             stats,
             session_active: AtomicBool::new(false),
             token_pieces: OnceLock::new(),
+            eog_tokens: OnceLock::new(),
         })
     }
 
@@ -317,11 +319,26 @@ impl Engine {
         };
         let mut sampler = Sampler::new(
             params,
-            self.n_vocab(),
+            &self.model,
+            &self.eog_tokens(),
             grammar.map(|g| (g, self.token_pieces())),
         );
         sampler.accept_history(history);
         Ok(sampler)
+    }
+
+    /// The vocabulary's end-of-generation tokens, found once.
+    pub fn eog_tokens(&self) -> Arc<Vec<i32>> {
+        self.eog_tokens
+            .get_or_init(|| {
+                let vocab = self.model.vocab();
+                Arc::new(
+                    (0..self.n_vocab() as i32)
+                        .filter(|&t| vocab.is_eog(LlamaToken(t)))
+                        .collect(),
+                )
+            })
+            .clone()
     }
 
     /// Every token's bytes as a grammar reads them (special tokens' text included), made

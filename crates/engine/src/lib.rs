@@ -29,5 +29,7 @@ pub use epm_core::prefix::SeqCache;
 pub use error::EngineError;
 pub use hook::attach::{PagingOptions, Prediction};
 pub use hook::GoneProbe;
-pub use sampling::{LogitBias, Penalties, Sampler, SamplingError, SamplingParams};
+pub use sampling::{
+    Dry, Extras, LogitBias, Mirostat, Penalties, Sampler, SamplingError, SamplingParams,
+};
 pub use session::{PrefillProgress, Prefilled, Session, Step};

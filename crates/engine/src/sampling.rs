@@ -1,12 +1,14 @@
 //! How the next token is picked: the settings ([`SamplingParams`], checked by
 //! [`SamplingParams::check`]) and the [`Sampler`] made from them. The sampler is llama.cpp's
-//! own samplers in llama-server's order (logit bias, repetition penalties, top-k, top-p,
-//! min-p, temperature, then a seeded draw, or the likeliest token at temperature 0), so a
-//! request sampled here picks what llama-server would pick from the same logits.
+//! own samplers in llama-server's order (logit bias, repetition penalties, DRY, top-n-sigma,
+//! top-k, typical, top-p, min-p, XTC, (dynamic) temperature, then a seeded draw, or the
+//! likeliest token at temperature 0; or temperature and Mirostat), so a request sampled here
+//! picks what llama-server would pick from the same logits.
 
 use std::sync::Arc;
 
 use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
@@ -64,6 +66,42 @@ impl Default for Penalties {
     }
 }
 
+/// DRY ("don't repeat yourself"): a penalty on a token that would extend a repeat of an
+/// earlier sequence, growing with the repeat's length past `allowed_length`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dry {
+    /// 0: off.
+    pub multiplier: f32,
+    pub base: f32,
+    pub allowed_length: u32,
+    /// How many of the latest tokens are searched for repeats.
+    pub last_n: u32,
+    /// Text that ends a repeat (a newline, `:` ...).
+    pub sequence_breakers: Vec<String>,
+}
+
+impl Default for Dry {
+    /// llama.cpp's defaults, off.
+    fn default() -> Dry {
+        Dry {
+            multiplier: 0.0,
+            base: 1.75,
+            allowed_length: 2,
+            last_n: 0,
+            sequence_breakers: ["\n", ":", "\"", "*"].map(String::from).to_vec(),
+        }
+    }
+}
+
+/// Mirostat: sampling that steers the text's surprise towards `tau`, in place of the
+/// truncating samplers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mirostat {
+    Off,
+    V1 { tau: f32, eta: f32 },
+    V2 { tau: f32, eta: f32 },
+}
+
 /// A bias added to one token's logit before any other sampler runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogitBias {
@@ -85,8 +123,26 @@ pub struct SamplingParams {
     /// Drop the tokens less likely than this share of the likeliest one's probability
     /// (0: none).
     pub min_p: f32,
+    /// Locally typical sampling's mass (1: off).
+    pub typical_p: f32,
+    /// Keep the tokens within this many standard deviations of the top logit (0 or below:
+    /// off).
+    pub top_n_sigma: f32,
+    /// XTC: with this probability, drop every token above `xtc_threshold` but the least
+    /// likely of them (0: off).
+    pub xtc_probability: f32,
+    pub xtc_threshold: f32,
+    /// Dynamic temperature: the temperature ranges over `temperature ± range` with the
+    /// entropy (0: off), shaped by `dynatemp_exponent`.
+    pub dynatemp_range: f32,
+    pub dynatemp_exponent: f32,
     pub penalties: Penalties,
+    pub dry: Dry,
+    pub mirostat: Mirostat,
     pub logit_bias: Vec<LogitBias>,
+    /// Never pick an end-of-generation token (generate `max_tokens` whatever the model
+    /// says).
+    pub ignore_eos: bool,
     pub seed: u32,
 }
 
@@ -97,8 +153,17 @@ impl Default for SamplingParams {
             top_p: 1.0,
             top_k: 0,
             min_p: 0.0,
+            typical_p: 1.0,
+            top_n_sigma: -1.0,
+            xtc_probability: 0.0,
+            xtc_threshold: 0.1,
+            dynatemp_range: 0.0,
+            dynatemp_exponent: 1.0,
             penalties: Penalties::default(),
+            dry: Dry::default(),
+            mirostat: Mirostat::Off,
             logit_bias: Vec::new(),
+            ignore_eos: false,
             seed: 42,
         }
     }
@@ -122,6 +187,18 @@ pub enum SamplingError {
     BiasToken { token: i64, n_vocab: usize },
     #[error("`logit_bias` gives token {token} a bias of {bias}: use a finite number, or false for never")]
     BiasValue { token: i32, bias: f32 },
+    #[error("`{name}` {value} is out of range: use {range}")]
+    Range {
+        name: &'static str,
+        value: f32,
+        range: &'static str,
+    },
+    #[error("`dry_sequence_breakers` holds a NUL character: give text without it")]
+    BreakerNul,
+    #[error("`dry_penalty_last_n` {0} is out of range: use -1 (the whole context), 0 (off) or a number of tokens")]
+    DryWindow(i32),
+    #[error("`mirostat` {0} is not a version: use 0 (off), 1 or 2")]
+    Mirostat(u8),
 }
 
 impl SamplingParams {
@@ -135,12 +212,69 @@ impl SamplingParams {
                 Err(SamplingError::NotFinite { name, value })
             }
         };
-        finite("temperature", self.temperature)?;
-        finite("top_p", self.top_p)?;
-        finite("min_p", self.min_p)?;
-        finite("repeat_penalty", self.penalties.repeat)?;
-        finite("frequency_penalty", self.penalties.frequency)?;
-        finite("presence_penalty", self.penalties.presence)?;
+        for (name, value) in [
+            ("temperature", self.temperature),
+            ("top_p", self.top_p),
+            ("min_p", self.min_p),
+            ("typical_p", self.typical_p),
+            ("top_n_sigma", self.top_n_sigma),
+            ("xtc_probability", self.xtc_probability),
+            ("xtc_threshold", self.xtc_threshold),
+            ("dynatemp_range", self.dynatemp_range),
+            ("dynatemp_exponent", self.dynatemp_exponent),
+            ("repeat_penalty", self.penalties.repeat),
+            ("frequency_penalty", self.penalties.frequency),
+            ("presence_penalty", self.penalties.presence),
+            ("dry_multiplier", self.dry.multiplier),
+            ("dry_base", self.dry.base),
+        ] {
+            finite(name, value)?;
+        }
+        let range = |name, value: f32, ok: bool, range| {
+            if ok {
+                Ok(())
+            } else {
+                Err(SamplingError::Range { name, value, range })
+            }
+        };
+        let unit = |name, v: f32| range(name, v, (0.0..=1.0).contains(&v), "0 to 1");
+        unit("xtc_probability", self.xtc_probability)?;
+        unit("xtc_threshold", self.xtc_threshold)?;
+        range(
+            "typical_p",
+            self.typical_p,
+            self.typical_p > 0.0 && self.typical_p <= 1.0,
+            "a value above 0 and at most 1 (1 is off)",
+        )?;
+        range(
+            "dynatemp_range",
+            self.dynatemp_range,
+            self.dynatemp_range >= 0.0,
+            "0 (off) or more",
+        )?;
+        range(
+            "dry_multiplier",
+            self.dry.multiplier,
+            self.dry.multiplier >= 0.0,
+            "0 (off) or more",
+        )?;
+        if let Mirostat::V1 { tau, eta } | Mirostat::V2 { tau, eta } = self.mirostat {
+            range(
+                "mirostat_tau",
+                tau,
+                tau.is_finite() && tau > 0.0,
+                "a value above 0",
+            )?;
+            range(
+                "mirostat_eta",
+                eta,
+                eta.is_finite() && eta > 0.0,
+                "a value above 0",
+            )?;
+        }
+        if self.dry.sequence_breakers.iter().any(|b| b.contains('\0')) {
+            return Err(SamplingError::BreakerNul);
+        }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(SamplingError::TopP(self.top_p));
         }
@@ -168,13 +302,94 @@ impl SamplingParams {
     }
 }
 
+/// The sampling settings beyond temperature, top-p, top-k, the seed and the logit bias, by
+/// llama-server's names (which Ollama's `options` share; `generate`'s flags fill the same):
+/// each optional, llama.cpp's default when left out.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Extras {
+    pub min_p: Option<f32>,
+    pub typical_p: Option<f32>,
+    pub top_n_sigma: Option<f32>,
+    pub xtc_probability: Option<f32>,
+    pub xtc_threshold: Option<f32>,
+    pub dynatemp_range: Option<f32>,
+    pub dynatemp_exponent: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    /// The repetition window: -1 is the whole context, 0 none (default 64).
+    pub repeat_last_n: Option<i32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub dry_multiplier: Option<f32>,
+    pub dry_base: Option<f32>,
+    pub dry_allowed_length: Option<u32>,
+    /// DRY's window: -1 (the default) is the whole context, 0 none.
+    pub dry_penalty_last_n: Option<i32>,
+    pub dry_sequence_breakers: Option<Vec<String>>,
+    /// 0 (off), 1 or 2.
+    pub mirostat: Option<u8>,
+    pub mirostat_tau: Option<f32>,
+    pub mirostat_eta: Option<f32>,
+    pub ignore_eos: Option<bool>,
+}
+
+impl Extras {
+    /// `params` with these settings applied, for a context of `n_ctx` tokens.
+    pub fn apply(
+        &self,
+        mut p: SamplingParams,
+        n_ctx: u32,
+    ) -> Result<SamplingParams, SamplingError> {
+        let d = SamplingParams::default();
+        p.min_p = self.min_p.unwrap_or(d.min_p);
+        p.typical_p = self.typical_p.unwrap_or(d.typical_p);
+        p.top_n_sigma = self.top_n_sigma.unwrap_or(d.top_n_sigma);
+        p.xtc_probability = self.xtc_probability.unwrap_or(d.xtc_probability);
+        p.xtc_threshold = self.xtc_threshold.unwrap_or(d.xtc_threshold);
+        p.dynatemp_range = self.dynatemp_range.unwrap_or(d.dynatemp_range);
+        p.dynatemp_exponent = self.dynatemp_exponent.unwrap_or(d.dynatemp_exponent);
+        p.penalties = Penalties {
+            last_n: match self.repeat_last_n {
+                Some(n) => Penalties::window(n, n_ctx)?,
+                None => Penalties::DEFAULT_LAST_N,
+            },
+            repeat: self.repeat_penalty.unwrap_or(d.penalties.repeat),
+            frequency: self.frequency_penalty.unwrap_or(d.penalties.frequency),
+            presence: self.presence_penalty.unwrap_or(d.penalties.presence),
+        };
+        let dry = Dry::default();
+        p.dry = Dry {
+            multiplier: self.dry_multiplier.unwrap_or(dry.multiplier),
+            base: self.dry_base.unwrap_or(dry.base),
+            allowed_length: self.dry_allowed_length.unwrap_or(dry.allowed_length),
+            last_n: Penalties::window(self.dry_penalty_last_n.unwrap_or(-1), n_ctx)
+                .map_err(|_| SamplingError::DryWindow(self.dry_penalty_last_n.unwrap_or(-1)))?,
+            sequence_breakers: self
+                .dry_sequence_breakers
+                .clone()
+                .unwrap_or(dry.sequence_breakers),
+        };
+        let (tau, eta) = (
+            self.mirostat_tau.unwrap_or(5.0),
+            self.mirostat_eta.unwrap_or(0.1),
+        );
+        p.mirostat = match self.mirostat.unwrap_or(0) {
+            0 => Mirostat::Off,
+            1 => Mirostat::V1 { tau, eta },
+            2 => Mirostat::V2 { tau, eta },
+            v => return Err(SamplingError::Mirostat(v)),
+        };
+        p.ignore_eos = self.ignore_eos.unwrap_or(false);
+        Ok(p)
+    }
+}
+
 /// A token sampler (the chain of [`SamplingParams`]), and a grammar when constrained
 /// ([`Engine::sampler`](crate::Engine::sampler) makes them).
 pub struct Sampler {
     chain: LlamaSampler,
-    /// The chain's repetition window, when it penalizes: the prompt's last tokens are
-    /// counted in it before the first pick.
-    penalty_window: Option<u32>,
+    /// The longest window of the chain's samplers that read the history (penalties, DRY),
+    /// when there are any: the prompt's last tokens are counted in it before the first pick.
+    history_window: Option<u32>,
     grammar: Option<Grammar>,
 }
 
@@ -186,65 +401,117 @@ struct Grammar {
 }
 
 impl Sampler {
-    /// `p` must have passed [`SamplingParams::check`] for `n_vocab`; `grammar` comes with
-    /// the bytes of every token of the vocabulary.
+    /// `p` must have passed [`SamplingParams::check`] for `model`'s vocabulary; `eog` are
+    /// its end-of-generation tokens (banned under `ignore_eos`); `grammar` comes with the
+    /// bytes of every token of the vocabulary.
     pub(crate) fn new(
         p: &SamplingParams,
-        n_vocab: usize,
+        model: &LlamaModel,
+        eog: &[i32],
         grammar: Option<(LlamaSampler, Arc<Vec<Vec<u8>>>)>,
     ) -> Sampler {
+        let n_vocab = model.n_vocab();
         let grammar = grammar.map(|(sampler, pieces)| Grammar {
             sampler,
             utf8: Utf8State::default(),
             pieces,
         });
         let mut chain = Vec::new();
-        if !p.logit_bias.is_empty() {
-            let biases: Vec<LlamaLogitBias> = p
-                .logit_bias
-                .iter()
-                .map(|b| LlamaLogitBias::new(LlamaToken(b.token), b.bias))
-                .collect();
-            chain.push(LlamaSampler::logit_bias(n_vocab as i32, &biases));
+        let mut biases: Vec<LlamaLogitBias> = p
+            .logit_bias
+            .iter()
+            .map(|b| LlamaLogitBias::new(LlamaToken(b.token), b.bias))
+            .collect();
+        if p.ignore_eos {
+            biases.extend(
+                eog.iter()
+                    .map(|&t| LlamaLogitBias::new(LlamaToken(t), f32::NEG_INFINITY)),
+            );
         }
-        let penalty_window = (!p.penalties.is_off()).then_some(p.penalties.last_n);
-        if let Some(last_n) = penalty_window {
-            chain.push(LlamaSampler::penalties(
-                n_vocab as i32,
-                last_n.min(i32::MAX as u32) as i32,
-                p.penalties.repeat,
-                p.penalties.frequency,
-                p.penalties.presence,
-            ));
+        if !biases.is_empty() {
+            chain.push(LlamaSampler::logit_bias(n_vocab, &biases));
         }
-        if p.temperature <= 0.0 {
-            // What llama-server's temperature 0 leaves (the likeliest token only): the
-            // truncating samplers before it cannot change which token that is.
-            chain.push(LlamaSampler::greedy());
-        } else {
-            if p.top_k > 0 {
-                chain.push(LlamaSampler::top_k(p.top_k.min(i32::MAX as u32) as i32));
+        let window = |n: u32| n.min(i32::MAX as u32) as i32;
+        let mut history_window = None;
+        match p.mirostat {
+            Mirostat::Off => {
+                if !p.penalties.is_off() {
+                    history_window = Some(p.penalties.last_n);
+                    chain.push(LlamaSampler::penalties(
+                        n_vocab,
+                        window(p.penalties.last_n),
+                        p.penalties.repeat,
+                        p.penalties.frequency,
+                        p.penalties.presence,
+                    ));
+                }
+                if p.dry.multiplier > 0.0 && p.dry.last_n > 0 {
+                    history_window = history_window.max(Some(p.dry.last_n));
+                    chain.push(LlamaSampler::dry(
+                        model,
+                        p.dry.multiplier,
+                        p.dry.base,
+                        window(p.dry.allowed_length),
+                        window(p.dry.last_n),
+                        &p.dry.sequence_breakers,
+                    ));
+                }
+                if p.top_n_sigma > 0.0 {
+                    chain.push(LlamaSampler::top_n_sigma(p.top_n_sigma));
+                }
+                if p.top_k > 0 {
+                    chain.push(LlamaSampler::top_k(window(p.top_k)));
+                }
+                if p.typical_p < 1.0 {
+                    chain.push(LlamaSampler::typical(p.typical_p, 1));
+                }
+                if p.top_p < 1.0 {
+                    chain.push(LlamaSampler::top_p(p.top_p, 1));
+                }
+                if p.min_p > 0.0 {
+                    chain.push(LlamaSampler::min_p(p.min_p, 1));
+                }
+                if p.xtc_probability > 0.0 {
+                    chain.push(LlamaSampler::xtc(
+                        p.xtc_probability,
+                        p.xtc_threshold,
+                        1,
+                        p.seed,
+                    ));
+                }
+                if p.temperature <= 0.0 && p.dynatemp_range <= 0.0 {
+                    // What llama-server's temperature 0 leaves: the likeliest token.
+                    chain.push(LlamaSampler::greedy());
+                } else {
+                    chain.push(LlamaSampler::temp_ext(
+                        p.temperature,
+                        p.dynatemp_range,
+                        p.dynatemp_exponent,
+                    ));
+                    chain.push(LlamaSampler::dist(p.seed));
+                }
             }
-            if p.top_p < 1.0 {
-                chain.push(LlamaSampler::top_p(p.top_p, 1));
+            Mirostat::V1 { tau, eta } => {
+                chain.push(LlamaSampler::temp(p.temperature));
+                // 100: the tokens llama.cpp's own callers estimate `s_hat` from.
+                chain.push(LlamaSampler::mirostat(n_vocab, p.seed, tau, eta, 100));
             }
-            if p.min_p > 0.0 {
-                chain.push(LlamaSampler::min_p(p.min_p, 1));
+            Mirostat::V2 { tau, eta } => {
+                chain.push(LlamaSampler::temp(p.temperature));
+                chain.push(LlamaSampler::mirostat_v2(p.seed, tau, eta));
             }
-            chain.push(LlamaSampler::temp(p.temperature));
-            chain.push(LlamaSampler::dist(p.seed));
         }
         Sampler {
             chain: LlamaSampler::chain_simple(chain),
-            penalty_window,
+            history_window,
             grammar,
         }
     }
 
-    /// Count the tokens before the first pick (the prompt) in the repetition window, as
-    /// llama-server does; the grammar does not see them.
+    /// Count the tokens before the first pick (the prompt) in the penalties' and DRY's
+    /// windows, as llama-server does; the grammar does not see them.
     pub(crate) fn accept_history(&mut self, history: &[i32]) {
-        let Some(window) = self.penalty_window else {
+        let Some(window) = self.history_window else {
             return;
         };
         let from = history.len().saturating_sub(window as usize);

@@ -17,7 +17,7 @@ use epm_engine::generation::{
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::prompt_folder::{PromptFolder, StoreKey};
 use epm_engine::{
-    Engine, EngineError, LogitBias, Penalties, SamplingError, SamplingParams, SessionOptions,
+    Engine, EngineError, Extras, LogitBias, SamplingError, SamplingParams, SessionOptions,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -49,12 +49,8 @@ pub struct Asked {
 /// flattened into each protocol's request that has them.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct SamplerExtras {
-    pub min_p: Option<f32>,
-    pub repeat_penalty: Option<f32>,
-    /// The repetition window: -1 is the whole context, 0 none (llama.cpp's default: 64).
-    pub repeat_last_n: Option<i32>,
-    pub presence_penalty: Option<f32>,
-    pub frequency_penalty: Option<f32>,
+    #[serde(flatten)]
+    pub llama: Extras,
     pub logit_bias: Option<WireLogitBias>,
 }
 
@@ -202,30 +198,21 @@ fn sampling(a: &Asked, loaded: &Loaded) -> Result<SamplingParams, ApiError> {
     };
     let bad = |e: SamplingError| ApiError::bad_request(e.to_string());
     let x = &a.extras;
-    let last_n = match x.repeat_last_n {
-        Some(n) => Penalties::window(n, loaded.n_ctx_per_seq).map_err(bad)?,
-        None => Penalties::DEFAULT_LAST_N,
-    };
     let logit_bias = match &x.logit_bias {
         Some(b) => b.resolve(loaded.engine.n_vocab(), |text| {
             loaded.engine.tokenize(text, false, false)
         })?,
         None => Vec::new(),
     };
-    let params = SamplingParams {
+    let base = SamplingParams {
         temperature,
         top_p: a.top_p.unwrap_or(1.0),
         top_k: a.top_k.filter(|&k| k > 0).map_or(0, |k| k as u32),
-        min_p: x.min_p.unwrap_or(0.0),
-        penalties: Penalties {
-            last_n,
-            repeat: x.repeat_penalty.unwrap_or(1.0),
-            frequency: x.frequency_penalty.unwrap_or(0.0),
-            presence: x.presence_penalty.unwrap_or(0.0),
-        },
         logit_bias,
         seed,
+        ..SamplingParams::default()
     };
+    let params = x.llama.apply(base, loaded.n_ctx_per_seq).map_err(bad)?;
     params.check(loaded.engine.n_vocab()).map_err(bad)?;
     Ok(params)
 }
