@@ -41,6 +41,8 @@ class Pet(BaseModel):
     name: str = Field(max_length=10)
     age: int = Field(ge=0, le=30)
     kind: Literal["cat", "dog", "bird"]
+    # A pattern, as Pydantic writes it into the schema; parse() checks the reply against it.
+    tag: str = Field(pattern=r"^[A-Z]{2}-\d{2,3}$")
 
 
 def agent_checks(client):

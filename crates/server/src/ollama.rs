@@ -69,7 +69,8 @@ struct Options {
     num_predict: Option<i32>,
     stop: Option<Vec<String>>,
     num_ctx: Option<u32>,
-    /// `min_p`, `repeat_penalty`, `repeat_last_n`, `presence_penalty`, `frequency_penalty`.
+    /// `min_p`, `typical_p`, `repeat_penalty`, `repeat_last_n`, `presence_penalty`,
+    /// `frequency_penalty`, `mirostat` ...: llama-server's names, which Ollama's share.
     #[serde(flatten)]
     extras: SamplerExtras,
 }
@@ -85,6 +86,7 @@ struct ChatRequest {
     options: Options,
     stream: Option<bool>,
     think: Option<bool>,
+    /// `0` asks to unload the model; as it stays loaded here, only the answer differs.
     keep_alive: Option<Value>,
 }
 
