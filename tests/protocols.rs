@@ -199,6 +199,21 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             r#"{"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]}"#,
             "send `tools`",
         ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "echo": true}"#,
+            "`echo`",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "best_of": 3}"#,
+            "`best_of` must be 1",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "suffix": "y"}"#,
+            "fill-in-the-middle",
+        ),
         ("/v1/messages", "{not json", "not valid JSON"),
         (
             "/v1/messages",

@@ -60,6 +60,14 @@ impl ApiError {
         ApiError::new(ErrorKind::BadRequest, message)
     }
 
+    /// A `suffix` (fill-in-the-middle), which OpenAI's completions and Ollama's generate
+    /// take and this server does not serve.
+    pub fn no_fill_in_the_middle() -> ApiError {
+        ApiError::bad_request(
+            "`suffix` asks for fill-in-the-middle, which this server does not do: send the text before the cursor as `prompt`, without `suffix`",
+        )
+    }
+
     /// A body over `--max-body-mb`.
     pub fn payload_too_large() -> ApiError {
         ApiError::new(

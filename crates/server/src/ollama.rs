@@ -443,10 +443,7 @@ async fn generate(
         .into());
     }
     if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::bad_request(
-            "`suffix` asks for fill-in-the-middle, which this server does not do: send the text before the cursor as `prompt`, without `suffix`",
-        )
-        .into());
+        return Err(ApiError::no_fill_in_the_middle().into());
     }
     let prompt = req.prompt.clone().unwrap_or_default();
     if prompt.is_empty() {

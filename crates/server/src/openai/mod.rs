@@ -268,6 +268,21 @@ async fn completions(
     let loaded = loaded(&state)?;
     let req: CompletionRequest = parse_json(body)?;
     let tokens = req.prompt.tokens(loaded)?;
+    if req.echo == Some(true) {
+        return Err(ApiError::bad_request(
+            "`echo` is not served: the reply holds the completion only; prepend the prompt yourself",
+        )
+        .into());
+    }
+    if req.best_of.is_some_and(|n| n > 1) {
+        return Err(ApiError::bad_request(
+            "`best_of` must be 1: this server generates one completion per request",
+        )
+        .into());
+    }
+    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::no_fill_in_the_middle().into());
+    }
     if req.logprobs.is_some_and(|n| n > 5) {
         return Err(ApiError::bad_request("`logprobs` is at most 5 on completions").into());
     }

@@ -227,6 +227,11 @@ pub struct CompletionRequest {
     pub max_tokens: Option<u32>,
     /// The legacy form: how many alternatives per token (0: the sampled token's only).
     pub logprobs: Option<u32>,
+    /// Refused when they ask for something (`echo: true`, `best_of` above 1, a `suffix`):
+    /// not served, and ignoring them would answer another question.
+    pub echo: Option<bool>,
+    pub best_of: Option<u32>,
+    pub suffix: Option<String>,
     #[serde(flatten)]
     pub constraints: Constraints,
     #[serde(flatten)]
