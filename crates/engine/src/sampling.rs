@@ -623,6 +623,50 @@ mod tests {
     }
 
     #[test]
+    fn extras_left_out_keep_llama_cpps_defaults_and_windows_take_the_context() {
+        let base = SamplingParams::default();
+        let none = Extras::default().apply(base.clone(), 4096).unwrap();
+        assert_eq!(
+            none,
+            SamplingParams {
+                dry: Dry {
+                    last_n: 4096,
+                    ..Dry::default()
+                },
+                ..base.clone()
+            }
+        );
+        let some = Extras {
+            mirostat: Some(2),
+            mirostat_tau: Some(3.0),
+            repeat_last_n: Some(-1),
+            dry_penalty_last_n: Some(10_000),
+            ignore_eos: Some(true),
+            ..Extras::default()
+        }
+        .apply(base.clone(), 512)
+        .unwrap();
+        assert_eq!(some.mirostat, Mirostat::V2 { tau: 3.0, eta: 0.1 });
+        assert_eq!((some.penalties.last_n, some.dry.last_n), (512, 512));
+        assert!(some.ignore_eos);
+        let bad = |x: Extras| x.apply(base.clone(), 512).unwrap_err();
+        assert_eq!(
+            bad(Extras {
+                mirostat: Some(3),
+                ..Extras::default()
+            }),
+            SamplingError::Mirostat(3)
+        );
+        assert_eq!(
+            bad(Extras {
+                dry_penalty_last_n: Some(-2),
+                ..Extras::default()
+            }),
+            SamplingError::DryWindow(-2)
+        );
+    }
+
+    #[test]
     fn the_check_names_the_setting_at_fault() {
         let base = SamplingParams::default();
         let bad = |p: SamplingParams| p.check(100).unwrap_err().to_string();
