@@ -261,6 +261,18 @@ fn logit_bias_min_p_and_the_other_samplers_do_what_they_say() {
         (1..=5).any(|seed| sampled(seed, json!({})) != free),
         "sampling at temperature 2 was greedy for every seed: the checks above show nothing"
     );
+    // `samplers` orders the chain, by names or letters; a stage left out is not applied:
+    // top-k 1 before the temperature is greedy, and without its stage it does nothing.
+    for order in [json!(["top_k", "temperature"]), json!("kt")] {
+        for seed in 1..=3 {
+            let r = sampled(seed, json!({"top_k": 1, "samplers": order}));
+            assert_eq!(r, free, "{order} seed {seed}");
+        }
+    }
+    assert!(
+        (1..=5).any(|seed| sampled(seed, json!({"top_k": 1, "samplers": ["temp"]})) != free),
+        "top-k was applied though `samplers` left it out"
+    );
     // XTC that always fires with a threshold of 0 drops every token but the least likely
     // one above it: never the greedy pick.
     let xtc = complete(json!({"xtc_probability": 1.0, "xtc_threshold": 0.0}));

@@ -11,7 +11,9 @@ use clap::Args;
 use epm_core::units::MIB;
 use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
 use epm_engine::telemetry;
-use epm_engine::{Engine, EngineError, Extras, SamplingError, SamplingParams, Session};
+use epm_engine::{
+    Engine, EngineError, Extras, SamplerOrder, SamplingError, SamplingParams, Session,
+};
 
 use super::exit::UsageError;
 use super::model_run::{ModelRun, ModelRunArgs, PromptReuse};
@@ -125,6 +127,11 @@ struct SamplingArgs {
     /// Never stop at an end-of-generation token: generate -n tokens.
     #[arg(long)]
     ignore_eos: bool,
+    /// The samplers' order, `;`-separated llama.cpp names (default:
+    /// `penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature`); one left out
+    /// is not applied.
+    #[arg(long)]
+    samplers: Option<String>,
 }
 
 impl SamplingArgs {
@@ -153,6 +160,10 @@ impl SamplingArgs {
             mirostat_tau: self.mirostat_tau,
             mirostat_eta: self.mirostat_eta,
             ignore_eos: Some(self.ignore_eos),
+            samplers: self
+                .samplers
+                .as_ref()
+                .map(|s| SamplerOrder::Names(s.split(';').map(String::from).collect())),
         };
         let base = SamplingParams {
             temperature: self.temp,

@@ -102,6 +102,107 @@ pub enum Mirostat {
     V2 { tau: f32, eta: f32 },
 }
 
+/// A sampler whose place in the chain a request may choose (llama-server's `samplers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Penalties,
+    Dry,
+    TopNSigma,
+    TopK,
+    Typical,
+    TopP,
+    MinP,
+    Xtc,
+    Temperature,
+}
+
+impl Stage {
+    /// llama-server's order.
+    pub const DEFAULT_ORDER: [Stage; 9] = [
+        Stage::Penalties,
+        Stage::Dry,
+        Stage::TopNSigma,
+        Stage::TopK,
+        Stage::Typical,
+        Stage::TopP,
+        Stage::MinP,
+        Stage::Xtc,
+        Stage::Temperature,
+    ];
+
+    /// A stage by one of llama.cpp's names for it, any case: the canonical ones (`top_k`,
+    /// `typ_p` ...), with `-` for `_` or without it, `nucleus`, `temp` and `typ`. `None` for a
+    /// name llama.cpp does not know, and for `infill` and `adaptive_p`, not served here.
+    pub fn from_name(name: &str) -> Option<Stage> {
+        let name = name.to_ascii_lowercase().replace(['_', '-'], "");
+        Some(match name.as_str() {
+            "penalties" => Stage::Penalties,
+            "dry" => Stage::Dry,
+            "topnsigma" => Stage::TopNSigma,
+            "topk" => Stage::TopK,
+            "typp" | "typ" => Stage::Typical,
+            "topp" | "nucleus" => Stage::TopP,
+            "minp" => Stage::MinP,
+            "xtc" => Stage::Xtc,
+            "temperature" | "temp" => Stage::Temperature,
+            _ => return None,
+        })
+    }
+
+    /// A stage by llama.cpp's one-letter code (`samplers` given as a string, `"edkypmxt"`).
+    pub fn from_char(c: char) -> Option<Stage> {
+        Some(match c {
+            'e' => Stage::Penalties,
+            'd' => Stage::Dry,
+            's' => Stage::TopNSigma,
+            'k' => Stage::TopK,
+            'y' => Stage::Typical,
+            'p' => Stage::TopP,
+            'm' => Stage::MinP,
+            'x' => Stage::Xtc,
+            't' => Stage::Temperature,
+            _ => return None,
+        })
+    }
+}
+
+/// `samplers`: names, or a string of one-letter codes.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum SamplerOrder {
+    Names(Vec<String>),
+    Codes(String),
+}
+
+impl SamplerOrder {
+    /// The stages, in order; what llama.cpp would not recognize (or this build does not
+    /// serve) is left out and named in the second list, as llama-server leaves it out with a
+    /// warning.
+    pub fn stages(&self) -> (Vec<Stage>, Vec<String>) {
+        let mut out = Vec::new();
+        let mut unknown = Vec::new();
+        match self {
+            SamplerOrder::Names(names) => {
+                for n in names {
+                    match Stage::from_name(n) {
+                        Some(s) => out.push(s),
+                        None => unknown.push(n.clone()),
+                    }
+                }
+            }
+            SamplerOrder::Codes(codes) => {
+                for c in codes.chars() {
+                    match Stage::from_char(c) {
+                        Some(s) => out.push(s),
+                        None => unknown.push(c.to_string()),
+                    }
+                }
+            }
+        }
+        (out, unknown)
+    }
+}
+
 /// A bias added to one token's logit before any other sampler runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogitBias {
@@ -138,6 +239,9 @@ pub struct SamplingParams {
     pub dynatemp_exponent: f32,
     pub penalties: Penalties,
     pub dry: Dry,
+    /// Where each of the samplers above goes in the chain (a stage left out is not applied;
+    /// without `Temperature`, none is).
+    pub order: Vec<Stage>,
     pub mirostat: Mirostat,
     pub logit_bias: Vec<LogitBias>,
     /// Never pick an end-of-generation token (generate `max_tokens` whatever the model
@@ -161,6 +265,7 @@ impl Default for SamplingParams {
             dynatemp_exponent: 1.0,
             penalties: Penalties::default(),
             dry: Dry::default(),
+            order: Stage::DEFAULT_ORDER.to_vec(),
             mirostat: Mirostat::Off,
             logit_bias: Vec::new(),
             ignore_eos: false,
@@ -330,6 +435,8 @@ pub struct Extras {
     pub mirostat_tau: Option<f32>,
     pub mirostat_eta: Option<f32>,
     pub ignore_eos: Option<bool>,
+    /// The chain's order (llama-server's `samplers`).
+    pub samplers: Option<SamplerOrder>,
 }
 
 impl Extras {
@@ -379,6 +486,15 @@ impl Extras {
             v => return Err(SamplingError::Mirostat(v)),
         };
         p.ignore_eos = self.ignore_eos.unwrap_or(false);
+        if let Some(order) = &self.samplers {
+            let (stages, unknown) = order.stages();
+            if !unknown.is_empty() {
+                tracing::warn!(
+                    "`samplers` names {unknown:?}, which llama.cpp does not know or this build does not serve; left out"
+                );
+            }
+            p.order = stages;
+        }
         Ok(p)
     }
 }
@@ -435,59 +551,71 @@ impl Sampler {
         let mut history_window = None;
         match p.mirostat {
             Mirostat::Off => {
-                if !p.penalties.is_off() {
-                    history_window = Some(p.penalties.last_n);
-                    chain.push(LlamaSampler::penalties(
-                        n_vocab,
-                        window(p.penalties.last_n),
-                        p.penalties.repeat,
-                        p.penalties.frequency,
-                        p.penalties.presence,
-                    ));
+                let mut selected = false;
+                for stage in &p.order {
+                    match stage {
+                        Stage::Penalties if !p.penalties.is_off() => {
+                            history_window = history_window.max(Some(p.penalties.last_n));
+                            chain.push(LlamaSampler::penalties(
+                                n_vocab,
+                                window(p.penalties.last_n),
+                                p.penalties.repeat,
+                                p.penalties.frequency,
+                                p.penalties.presence,
+                            ));
+                        }
+                        Stage::Dry if p.dry.multiplier > 0.0 && p.dry.last_n > 0 => {
+                            history_window = history_window.max(Some(p.dry.last_n));
+                            chain.push(LlamaSampler::dry(
+                                model,
+                                p.dry.multiplier,
+                                p.dry.base,
+                                window(p.dry.allowed_length),
+                                window(p.dry.last_n),
+                                &p.dry.sequence_breakers,
+                            ));
+                        }
+                        Stage::TopNSigma if p.top_n_sigma > 0.0 => {
+                            chain.push(LlamaSampler::top_n_sigma(p.top_n_sigma));
+                        }
+                        Stage::TopK if p.top_k > 0 => {
+                            chain.push(LlamaSampler::top_k(window(p.top_k)));
+                        }
+                        Stage::Typical if p.typical_p < 1.0 => {
+                            chain.push(LlamaSampler::typical(p.typical_p, 1));
+                        }
+                        Stage::TopP if p.top_p < 1.0 => {
+                            chain.push(LlamaSampler::top_p(p.top_p, 1));
+                        }
+                        Stage::MinP if p.min_p > 0.0 => {
+                            chain.push(LlamaSampler::min_p(p.min_p, 1));
+                        }
+                        Stage::Xtc if p.xtc_probability > 0.0 => {
+                            chain.push(LlamaSampler::xtc(
+                                p.xtc_probability,
+                                p.xtc_threshold,
+                                1,
+                                p.seed,
+                            ));
+                        }
+                        Stage::Temperature if p.temperature <= 0.0 && p.dynatemp_range <= 0.0 => {
+                            // What llama-server's temperature 0 leaves: the likeliest token,
+                            // which no later stage can change.
+                            chain.push(LlamaSampler::greedy());
+                            selected = true;
+                            break;
+                        }
+                        Stage::Temperature => {
+                            chain.push(LlamaSampler::temp_ext(
+                                p.temperature,
+                                p.dynatemp_range,
+                                p.dynatemp_exponent,
+                            ));
+                        }
+                        _ => {}
+                    }
                 }
-                if p.dry.multiplier > 0.0 && p.dry.last_n > 0 {
-                    history_window = history_window.max(Some(p.dry.last_n));
-                    chain.push(LlamaSampler::dry(
-                        model,
-                        p.dry.multiplier,
-                        p.dry.base,
-                        window(p.dry.allowed_length),
-                        window(p.dry.last_n),
-                        &p.dry.sequence_breakers,
-                    ));
-                }
-                if p.top_n_sigma > 0.0 {
-                    chain.push(LlamaSampler::top_n_sigma(p.top_n_sigma));
-                }
-                if p.top_k > 0 {
-                    chain.push(LlamaSampler::top_k(window(p.top_k)));
-                }
-                if p.typical_p < 1.0 {
-                    chain.push(LlamaSampler::typical(p.typical_p, 1));
-                }
-                if p.top_p < 1.0 {
-                    chain.push(LlamaSampler::top_p(p.top_p, 1));
-                }
-                if p.min_p > 0.0 {
-                    chain.push(LlamaSampler::min_p(p.min_p, 1));
-                }
-                if p.xtc_probability > 0.0 {
-                    chain.push(LlamaSampler::xtc(
-                        p.xtc_probability,
-                        p.xtc_threshold,
-                        1,
-                        p.seed,
-                    ));
-                }
-                if p.temperature <= 0.0 && p.dynatemp_range <= 0.0 {
-                    // What llama-server's temperature 0 leaves: the likeliest token.
-                    chain.push(LlamaSampler::greedy());
-                } else {
-                    chain.push(LlamaSampler::temp_ext(
-                        p.temperature,
-                        p.dynatemp_range,
-                        p.dynatemp_exponent,
-                    ));
+                if !selected {
                     chain.push(LlamaSampler::dist(p.seed));
                 }
             }
@@ -664,6 +792,42 @@ mod tests {
             }),
             SamplingError::DryWindow(-2)
         );
+    }
+
+    #[test]
+    fn sampler_orders_read_llama_cpps_names_and_letters() {
+        let names = SamplerOrder::Names(
+            [
+                "Top-K",
+                "nucleus",
+                "typ",
+                "typ_p",
+                "temp",
+                "topnsigma",
+                "tfs_z",
+                "infill",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        assert_eq!(
+            names.stages(),
+            (
+                vec![
+                    Stage::TopK,
+                    Stage::TopP,
+                    Stage::Typical,
+                    Stage::Typical,
+                    Stage::Temperature,
+                    Stage::TopNSigma
+                ],
+                vec!["tfs_z".to_string(), "infill".to_string()]
+            )
+        );
+        let codes = SamplerOrder::Codes("edskypmxtz".into());
+        let (stages, unknown) = codes.stages();
+        assert_eq!(stages, Stage::DEFAULT_ORDER.to_vec());
+        assert_eq!(unknown, vec!["z".to_string()]);
     }
 
     #[test]
