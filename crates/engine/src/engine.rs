@@ -317,10 +317,17 @@ impl Engine {
                     .map_err(|e| EngineError::Grammar(e.to_string()))?,
             ),
         };
+        // The end-of-generation tokens take a pass over the vocabulary the first time:
+        // only `ignore_eos` needs them.
+        let eog = if params.ignore_eos {
+            self.eog_tokens()
+        } else {
+            Arc::default()
+        };
         let mut sampler = Sampler::new(
             params,
             &self.model,
-            &self.eog_tokens(),
+            &eog,
             grammar.map(|g| (g, self.token_pieces())),
         );
         sampler.accept_history(history);

@@ -280,12 +280,6 @@ impl Default for SamplingParams {
 pub enum SamplingError {
     #[error("`{name}` is {value}: give a finite number")]
     NotFinite { name: &'static str, value: f32 },
-    #[error("`top_p` {0} is out of range: use a value above 0 and at most 1")]
-    TopP(f32),
-    #[error("`min_p` {0} is out of range: use 0 to 1")]
-    MinP(f32),
-    #[error("`repeat_penalty` {0} is out of range: use a value above 0 (1 is off)")]
-    RepeatPenalty(f32),
     #[error("`repeat_last_n` {0} is out of range: use -1 (the whole context), 0 (off) or a number of tokens")]
     Window(i32),
     #[error("`logit_bias` names token {token}, outside the vocabulary of {n_vocab} tokens")]
@@ -345,6 +339,19 @@ impl SamplingParams {
         let unit = |name, v: f32| range(name, v, (0.0..=1.0).contains(&v), "0 to 1");
         unit("xtc_probability", self.xtc_probability)?;
         unit("xtc_threshold", self.xtc_threshold)?;
+        unit("min_p", self.min_p)?;
+        range(
+            "top_p",
+            self.top_p,
+            self.top_p > 0.0 && self.top_p <= 1.0,
+            "a value above 0 and at most 1",
+        )?;
+        range(
+            "repeat_penalty",
+            self.penalties.repeat,
+            self.penalties.repeat > 0.0,
+            "a value above 0 (1 is off)",
+        )?;
         range(
             "typical_p",
             self.typical_p,
@@ -379,15 +386,6 @@ impl SamplingParams {
         }
         if self.dry.sequence_breakers.iter().any(|b| b.contains('\0')) {
             return Err(SamplingError::BreakerNul);
-        }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(SamplingError::TopP(self.top_p));
-        }
-        if !(0.0..=1.0).contains(&self.min_p) {
-            return Err(SamplingError::MinP(self.min_p));
-        }
-        if self.penalties.repeat <= 0.0 {
-            return Err(SamplingError::RepeatPenalty(self.penalties.repeat));
         }
         for b in &self.logit_bias {
             if b.token < 0 || b.token as usize >= n_vocab {
