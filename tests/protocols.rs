@@ -209,11 +209,6 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             r#"{"prompt": "x", "best_of": 3}"#,
             "`best_of` must be 1",
         ),
-        (
-            "/v1/completions",
-            r#"{"prompt": "x", "suffix": "y"}"#,
-            "fill-in-the-middle",
-        ),
         ("/v1/messages", "{not json", "not valid JSON"),
         (
             "/v1/messages",

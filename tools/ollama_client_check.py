@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve`'s Ollama endpoints with the official `ollama` Python client (pip
 install ollama): chat streamed and not, generate, sampling options, loading only (no
-messages, no prompt), a refused `suffix`, list, show, ps, chat with `format=` a JSON
+messages, no prompt), fill-in-the-middle with `suffix` (the same text as OpenAI's
+completions give for it), list, show (with the `insert` capability), ps, chat with `format=` a JSON
 schema (validated with jsonschema) and chat with tools. Starts the server on a free loopback
 port; the record goes to --out.
 
     python3 tools/ollama_client_check.py [--bin target/release/epm-run] [--out F]
 """
-import argparse, importlib.metadata, json, os, platform, signal, subprocess, sys, tempfile
+import argparse, importlib.metadata, json, os, platform, signal, subprocess, sys, tempfile, urllib.request
 
 import jsonschema
 import ollama
@@ -62,11 +63,19 @@ def main():
         cold = client.generate(model="m", keep_alive=0)
         checks["load_only"] = {"chat": [warm.done, warm.done_reason], "generate": [warm_g.done, warm_g.done_reason],
                                "unload": [cold.done, cold.done_reason]}
-        try:
-            client.generate(model="m", prompt="def f(", suffix="    return 1\n")
-            checks["suffix"] = "no error"
-        except ollama.ResponseError as e:
-            checks["suffix"] = {"status": e.status_code, "error": e.error}
+        # Fill-in-the-middle: the model's FIM tokens around the prompt and the suffix, as
+        # OpenAI's completions lay them out too.
+        fim = client.generate(model="m", prompt="def area(r):\n    return ", suffix="\n\nprint(area(2))\n",
+                              options=greedy)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", method="POST",
+                                     headers={"content-type": "application/json"},
+                                     data=json.dumps({"prompt": "def area(r):\n    return ",
+                                                      "suffix": "\n\nprint(area(2))\n", "max_tokens": 12,
+                                                      "temperature": 0}).encode())
+        with urllib.request.urlopen(req) as resp:
+            openai_text = json.load(resp)["choices"][0]["text"]
+        checks["suffix"] = {"response": fim.response, "done_reason": fim.done_reason,
+                            "same_as_openai_completions": fim.response == openai_text}
         checks["list"] = [m.model for m in client.list().models]
         s = client.show("m")
         checks["show"] = {"family": s.details.family, "quantization": s.details.quantization_level,
@@ -96,7 +105,8 @@ def main():
           and len(checks["format_schema"]) == 3 and checks["sampling_options"]["min_p_1_is_greedy"]
           and checks["sampling_options"]["penalized_done"]
           and checks["load_only"] == {"chat": [True, "load"], "generate": [True, "load"], "unload": [True, "unload"]}
-          and isinstance(checks["suffix"], dict) and checks["suffix"]["status"] == 400
+          and checks["suffix"]["same_as_openai_completions"] and checks["suffix"]["response"]
+          and "insert" in checks["show"]["capabilities"]
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",

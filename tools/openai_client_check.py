@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve` with the official `openai` Python package (pip install openai):
 chat with and without streaming, plain completions, the model list, an API key, the
-client's own error types for a bad request and a wrong key, a logit bias, penalties and a
-prompt of token ids; and what agents use: tool calls
+client's own error types for a bad request and a wrong key, a logit bias, penalties, a
+prompt of token ids, and a `suffix` (fill-in-the-middle: the model's FIM tokens around the
+prompt and the suffix, checked against llama-server's `/completion` given those tokens); and what agents use: tool calls
 (tool_choice required, streamed and not, arguments validated with jsonschema), structured
 output parsed into a Pydantic model, and logprobs with top_logprobs. Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
@@ -183,6 +184,18 @@ def main():
                               "forced_repeats": len(word) == 1 and forced == "hello" * 3,
                               "token_prompt_same_as_text": by_ids == checks["completion"]["text"],
                               "penalized_finish_reason": penalized.choices[0].finish_reason}
+        prefix, suffix = "def area(r):\n    return ", "\n\nprint(area(2))\n"
+        fim = client.completions.create(model="any", prompt=prefix, suffix=suffix, max_tokens=12, temperature=0)
+        [pre], [suf], [mid] = (tokenize(t, False) for t in ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"))
+        layout = [pre] + tokenize(prefix, False) + [suf] + tokenize(suffix, False) + [mid]
+        req = urllib.request.Request(base + "/completion", method="POST",
+                                     headers={"Content-Type": "application/json", "Authorization": "Bearer sekrit"},
+                                     data=json.dumps({"prompt": layout, "n_predict": 12, "temperature": 0}).encode())
+        with urllib.request.urlopen(req) as resp:
+            by_layout = json.load(resp)["content"]
+        checks["fill_in_the_middle"] = {"text": fim.choices[0].text, "prompt_tokens": fim.usage.prompt_tokens,
+                                        "same_as_the_layout": fim.choices[0].text == by_layout
+                                        and fim.usage.prompt_tokens == len(layout)}
         checks["models"] = [m.id for m in client.models.list().data]
         try:
             client.chat.completions.create(model="any", messages=msgs, max_tokens=100000)
@@ -202,7 +215,8 @@ def main():
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
           and checks["models"] and code == 0 and checks["agents"]["all_passed"]
-          and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"])
+          and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"]
+          and checks["fill_in_the_middle"]["same_as_the_layout"])
     report = {"what": "epm-run serve driven by the official openai Python client",
               "command": "python3 tools/openai_client_check.py " + " ".join(sys.argv[1:]),
               "openai_version": openai.__version__, "python": platform.python_version(),

@@ -24,6 +24,7 @@ use crate::error::EngineError;
 use crate::generation::Constraint;
 use crate::hook::attach::{self, PagingOptions};
 use crate::hook::HookedContext;
+use crate::infill::FimTokens;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::session::Session;
 
@@ -399,6 +400,26 @@ impl Engine {
     /// a state a batch has part-written cannot be cut back like a KV cache.
     pub fn has_recurrent_state(&self) -> bool {
         self.model.is_recurrent() || self.model.is_hybrid()
+    }
+
+    /// The vocabulary's fill-in-the-middle tokens; `None` where it lacks the prefix,
+    /// suffix or middle token.
+    pub fn fim_tokens(&self) -> Option<FimTokens> {
+        let vocab = self.model.vocab();
+        let id = |t: LlamaToken| (t.0 >= 0).then_some(t.0);
+        Some(FimTokens {
+            prefix: id(vocab.fim_pre())?,
+            suffix: id(vocab.fim_suf())?,
+            middle: id(vocab.fim_mid())?,
+            repo: id(vocab.fim_rep()),
+            file_sep: id(vocab.fim_sep()),
+        })
+    }
+
+    /// The BOS token, where the vocabulary adds one to a prompt.
+    pub fn bos_to_add(&self) -> Option<i32> {
+        let vocab = self.model.vocab();
+        (vocab.should_add_bos() && vocab.bos().0 >= 0).then_some(vocab.bos().0)
     }
 
     /// Whether `token` ends a generation (EOS, EOT, `<|im_end|>` ...).

@@ -17,6 +17,7 @@ mod error;
 pub mod generation;
 #[allow(unsafe_code)]
 mod hook;
+pub mod infill;
 pub mod integrity;
 mod prefix_file;
 pub mod prompt_folder;

@@ -114,6 +114,9 @@ pub enum Stage {
     MinP,
     Xtc,
     Temperature,
+    /// llama.cpp's infill sampler (fill-in-the-middle clients put it last); in no default
+    /// order.
+    Infill,
 }
 
 impl Stage {
@@ -132,7 +135,7 @@ impl Stage {
 
     /// A stage by one of llama.cpp's names for it, any case: the canonical ones (`top_k`,
     /// `typ_p` ...), with `-` for `_` or without it, `nucleus`, `temp` and `typ`. `None` for a
-    /// name llama.cpp does not know, and for `infill` and `adaptive_p`, not served here.
+    /// name llama.cpp does not know, and for `adaptive_p`, not served here.
     pub fn from_name(name: &str) -> Option<Stage> {
         let name = name.to_ascii_lowercase().replace(['_', '-'], "");
         Some(match name.as_str() {
@@ -145,6 +148,7 @@ impl Stage {
             "minp" => Stage::MinP,
             "xtc" => Stage::Xtc,
             "temperature" | "temp" => Stage::Temperature,
+            "infill" => Stage::Infill,
             _ => return None,
         })
     }
@@ -161,6 +165,7 @@ impl Stage {
             'm' => Stage::MinP,
             'x' => Stage::Xtc,
             't' => Stage::Temperature,
+            'i' => Stage::Infill,
             _ => return None,
         })
     }
@@ -603,6 +608,7 @@ impl Sampler {
                             selected = true;
                             break;
                         }
+                        Stage::Infill => chain.push(LlamaSampler::infill(model)),
                         Stage::Temperature => {
                             chain.push(LlamaSampler::temp_ext(
                                 p.temperature,
@@ -817,9 +823,10 @@ mod tests {
                     Stage::Typical,
                     Stage::Typical,
                     Stage::Temperature,
-                    Stage::TopNSigma
+                    Stage::TopNSigma,
+                    Stage::Infill
                 ],
-                vec!["tfs_z".to_string(), "infill".to_string()]
+                vec!["tfs_z".to_string()]
             )
         );
         let codes = SamplerOrder::Codes("edskypmxtz".into());

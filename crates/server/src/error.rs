@@ -60,11 +60,11 @@ impl ApiError {
         ApiError::new(ErrorKind::BadRequest, message)
     }
 
-    /// A `suffix` (fill-in-the-middle), which OpenAI's completions and Ollama's generate
-    /// take and this server does not serve.
+    /// Fill-in-the-middle (`/infill`, or a `suffix` on OpenAI's completions and Ollama's
+    /// generate) asked of a model whose vocabulary has no FIM tokens.
     pub fn no_fill_in_the_middle() -> ApiError {
         ApiError::bad_request(
-            "`suffix` asks for fill-in-the-middle, which this server does not do: send the text before the cursor as `prompt`, without `suffix`",
+            "this model's vocabulary has no fill-in-the-middle tokens (prefix, suffix and middle), so `suffix` and /infill cannot be served: use a code model that has them, or send the text before the cursor as `prompt` without `suffix`",
         )
     }
 

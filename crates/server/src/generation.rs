@@ -12,7 +12,8 @@ use epm_chat::{OutputParser, ToolCall};
 use epm_core::prompt_store::PromptStore;
 use epm_core::stats::RunStats;
 use epm_engine::generation::{
-    Constraint, Event, EventSink, FinishReason, Generator, Job, SinkGoneProbe, TokenLogprob,
+    Constraint, Event, EventSink, FinishReason, Generator, Job, LineLimits, SinkGoneProbe,
+    TokenLogprob,
 };
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::prompt_folder::{PromptFolder, StoreKey};
@@ -125,6 +126,7 @@ pub struct Prepared {
     pub parser: OutputParser,
     /// Log-probabilities per token with this many alternatives (`None`: none).
     pub logprobs: Option<usize>,
+    pub line_limits: LineLimits,
 }
 
 impl Prepared {
@@ -136,6 +138,11 @@ impl Prepared {
 
     pub fn with_logprobs(mut self, top: Option<usize>) -> Prepared {
         self.logprobs = top;
+        self
+    }
+
+    pub fn with_line_limits(mut self, limits: LineLimits) -> Prepared {
+        self.line_limits = limits;
         self
     }
 }
@@ -155,12 +162,29 @@ impl WirePrompt {
     /// The prompt's tokens: text is tokenized as a prompt's (special tokens and their
     /// text), ids are checked against the vocabulary.
     pub fn tokens(self, loaded: &Loaded) -> Result<Vec<i32>, ApiError> {
+        self.tokenized(loaded, |t| loaded.engine.tokenize(t, true, true))
+    }
+
+    /// The prompt as the text before the cursor, with `suffix` after it, in the model's
+    /// fill-in-the-middle layout; text is tokenized as plain text.
+    pub fn fill_in_the_middle(self, loaded: &Loaded, suffix: &str) -> Result<Vec<i32>, ApiError> {
+        fill_in_the_middle(loaded, &self.plain_tokens(loaded)?, suffix)
+    }
+
+    /// The prompt's tokens, text read as plain text (no BOS, special tokens' text as text).
+    pub fn plain_tokens(self, loaded: &Loaded) -> Result<Vec<i32>, ApiError> {
+        self.tokenized(loaded, |t| loaded.engine.tokenize(t, false, false))
+    }
+
+    fn tokenized(
+        self,
+        loaded: &Loaded,
+        tokenize: impl Fn(&str) -> Vec<i32>,
+    ) -> Result<Vec<i32>, ApiError> {
         let one = "`prompt` must be one prompt (text, token ids, or a list of one of them): this server answers one choice per request";
         let ids = match self {
-            WirePrompt::Text(t) => return Ok(loaded.engine.tokenize(&t, true, true)),
-            WirePrompt::Texts(mut v) if v.len() == 1 => {
-                return Ok(loaded.engine.tokenize(&v.remove(0), true, true))
-            }
+            WirePrompt::Text(t) => return Ok(tokenize(&t)),
+            WirePrompt::Texts(mut v) if v.len() == 1 => return Ok(tokenize(&v.remove(0))),
             WirePrompt::Tokens(ids) => ids,
             WirePrompt::TokenLists(mut v) if v.len() == 1 => v.remove(0),
             WirePrompt::Texts(_) | WirePrompt::TokenLists(_) => {
@@ -175,6 +199,21 @@ impl WirePrompt {
         }
         Ok(ids)
     }
+}
+
+/// `[BOS] PRE prefix SUF suffix MID` (Ollama's fill-in-the-middle templates' layout) for a
+/// completion with a `suffix`, or a 400 where the model has no fill-in-the-middle tokens.
+pub fn fill_in_the_middle(
+    loaded: &Loaded,
+    prefix: &[i32],
+    suffix: &str,
+) -> Result<Vec<i32>, ApiError> {
+    let fim = loaded
+        .engine
+        .fim_tokens()
+        .ok_or_else(ApiError::no_fill_in_the_middle)?;
+    let suffix = loaded.engine.tokenize(suffix, false, false);
+    Ok(fim.plain_prompt(loaded.engine.bos_to_add(), prefix, &suffix))
 }
 
 /// The sampling settings, checked. Temperature defaults to 1 as in OpenAI's API.
@@ -252,6 +291,7 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
         constraint: None,
         parser: OutputParser::new(None, None),
         logprobs: None,
+        line_limits: LineLimits::default(),
     })
 }
 
@@ -387,7 +427,8 @@ pub fn submit(state: &AppState, p: Prepared) -> Result<UnboundedReceiver<Event>,
         .with_stop(p.stop)
         .with_constraint(p.constraint)
         .with_parser(p.parser)
-        .with_logprobs(p.logprobs);
+        .with_logprobs(p.logprobs)
+        .with_line_limits(p.line_limits);
     let sent = state
         .jobs
         .lock()
@@ -517,6 +558,7 @@ pub(crate) fn engine_main(
         engine: engine.clone(),
         chat,
         n_ctx_per_seq: session.n_ctx_per_seq(),
+        n_batch: opts.session.n_batch,
         identity,
     });
     // A shutdown stops the batch in flight rather than waiting for it.

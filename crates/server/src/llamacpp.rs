@@ -1,9 +1,10 @@
 //! llama-server's own endpoints, for the clients and tools written against it:
 //! `/completion` (a prompt as text or token ids; `n_predict`, `stream`, `n_probs`, `cache_prompt`
 //! (always on: a slot keeps its prefix in whole ubatches; the field is accepted and needs no handling),
-//! `grammar`, `json_schema`, `stop`), `/tokenize`, `/detokenize`, `/apply-template`,
-//! `/props` and `/slots` (read-only). Errors are llama-server's
-//! `{"error": {"code", "message", "type"}}`.
+//! `grammar`, `json_schema`, `stop`, `response_fields`, and code completion's `n_indent` and
+//! `t_max_predict_ms`), `/infill` (fill-in-the-middle, with the same settings), `/tokenize`,
+//! `/detokenize`, `/apply-template`, `/props` and `/slots` (read-only). Errors are
+//! llama-server's `{"error": {"code", "message", "type"}}`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,7 +20,8 @@ use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use epm_engine::generation::{Event, FinishReason, SlotState, TokenLogprob};
+use epm_engine::generation::{Event, FinishReason, LineLimits, SlotState, TokenLogprob};
+use epm_engine::infill::{ContextFile, InfillFit, InfillParts};
 use epm_engine::Penalties;
 
 use crate::error::{parse_json, ApiError, ErrorKind};
@@ -61,6 +63,7 @@ pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/completion", post(completion))
         .route("/completions", post(completion))
+        .route("/infill", post(infill))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
@@ -71,6 +74,34 @@ pub fn routes() -> Router<Arc<AppState>> {
 #[derive(Debug, Clone, Deserialize)]
 struct CompletionRequest {
     prompt: WirePrompt,
+    #[serde(flatten)]
+    settings: Settings,
+}
+
+/// `/infill`: the text around the cursor (text or token ids, read as plain text), other
+/// files as context, and what is typed at the cursor.
+#[derive(Debug, Clone, Deserialize)]
+struct InfillRequest {
+    input_prefix: WirePrompt,
+    input_suffix: WirePrompt,
+    #[serde(default)]
+    input_extra: Vec<InfillFile>,
+    /// Text the completion starts with (after the prefix, special tokens read as such).
+    #[serde(default)]
+    prompt: String,
+    #[serde(flatten)]
+    settings: Settings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct InfillFile {
+    text: String,
+    filename: Option<String>,
+}
+
+/// What `/completion` and `/infill` take besides their prompt.
+#[derive(Debug, Clone, Deserialize)]
+struct Settings {
     n_predict: Option<i32>,
     #[serde(default)]
     stream: bool,
@@ -89,8 +120,44 @@ struct CompletionRequest {
     /// `tokens` stays empty, as llama-server's.
     #[serde(default)]
     return_tokens: bool,
+    /// Code completion: a line after the first that starts with fewer spaces and tabs ends
+    /// the text.
+    n_indent: Option<u32>,
+    /// Code completion: once the text has a line break, the first token after this many
+    /// milliseconds ends it.
+    t_max_predict_ms: Option<u64>,
+    /// Answer only these fields (paths such as `timings/prompt_n`), as the keys of a flat
+    /// object; not streamed answers.
+    response_fields: Option<Vec<String>>,
     #[serde(flatten)]
     extras: SamplerExtras,
+}
+
+impl Settings {
+    fn line_limits(&self) -> LineLimits {
+        LineLimits {
+            min_indent: self.n_indent.unwrap_or(0),
+            max_time: self
+                .t_max_predict_ms
+                .filter(|&ms| ms > 0)
+                .map(std::time::Duration::from_millis),
+        }
+    }
+}
+
+/// The fields of `answer` at `paths` (keys joined by `/`), each under its path; paths that
+/// lead nowhere are left out, as llama-server leaves them.
+fn pick_fields(answer: &Value, paths: &[String]) -> Value {
+    let mut out = serde_json::Map::new();
+    for path in paths {
+        let found = path
+            .split('/')
+            .try_fold(answer, |v, key| v.as_object()?.get(key));
+        if let Some(v) = found {
+            out.insert(path.clone(), v.clone());
+        }
+    }
+    Value::Object(out)
 }
 
 fn stop_type(r: &FinishReason) -> (&'static str, String) {
@@ -123,7 +190,55 @@ async fn completion(
 ) -> Result<Response> {
     let req: CompletionRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
-    let tokens = req.prompt.clone().tokens(loaded)?;
+    let tokens = req.prompt.tokens(loaded)?;
+    complete(&state, tokens, req.settings).await
+}
+
+/// llama-server's default `n_predict` (none), which its `/infill` layout counts.
+const SERVER_N_PREDICT: i32 = -1;
+
+async fn infill(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    let loaded = loaded(&state)?;
+    let fim = loaded
+        .engine
+        .fim_tokens()
+        .ok_or_else(ApiError::no_fill_in_the_middle)?;
+    let req: InfillRequest = parse_json(body)?;
+    let prefix = req.input_prefix.plain_tokens(loaded)?;
+    let suffix = req.input_suffix.plain_tokens(loaded)?;
+    let prompt = loaded.engine.tokenize(&req.prompt, false, true);
+    let files: Vec<ContextFile> = req
+        .input_extra
+        .into_iter()
+        .map(|f| ContextFile {
+            filename: f.filename.unwrap_or_else(|| "tmp".to_string()),
+            text: f.text,
+        })
+        .collect();
+    let tokens = fim.repo_prompt(
+        InfillParts {
+            prefix: &prefix,
+            suffix: &suffix,
+            prompt: &prompt,
+            files: &files,
+        },
+        InfillFit {
+            n_batch: loaded.n_batch,
+            n_predict: SERVER_N_PREDICT,
+            n_ctx: loaded.n_ctx_per_seq,
+        },
+        loaded.engine.bos_to_add(),
+        |text| loaded.engine.tokenize(text, false, false),
+    );
+    complete(&state, tokens, req.settings).await
+}
+
+/// Generate from `tokens` and answer as llama-server's `/completion` does.
+async fn complete(state: &Arc<AppState>, tokens: Vec<i32>, req: Settings) -> Result<Response> {
+    let loaded = loaded(state)?;
     let ask = OutputAsk {
         format: match &req.json_schema {
             Some(s) => Format::JsonSchema(s.clone()),
@@ -150,10 +265,11 @@ async fn completion(
     // for, that event costs one pass over the logits.
     let prepared = prepare(loaded, tokens, &asked)?
         .with_output(plan)
-        .with_logprobs(n_probs.or(return_tokens.then_some(0)));
+        .with_logprobs(n_probs.or(return_tokens.then_some(0)))
+        .with_line_limits(req.line_limits());
     let model = state.model_name.clone();
     let started = std::time::Instant::now();
-    let rx = submit(&state, prepared)?;
+    let rx = submit(state, prepared)?;
     if req.stream {
         let progress = req.return_progress;
         let since = std::time::Instant::now();
@@ -222,6 +338,9 @@ async fn completion(
     });
     if n_probs.is_some() {
         out["completion_probabilities"] = json!(probabilities(&c.logprobs));
+    }
+    if let Some(paths) = &req.response_fields {
+        out = pick_fields(&out, paths);
     }
     Ok(Json(out).into_response())
 }

@@ -21,7 +21,8 @@ use epm_engine::generation::{Event, FinishReason};
 
 use crate::error::{parse_json, ApiError};
 use crate::generation::{
-    self, collect, loaded, prepare, prepare_chat, submit, Asked, ChatInput, SamplerExtras,
+    self, collect, fill_in_the_middle, loaded, prepare, prepare_chat, submit, Asked, ChatInput,
+    SamplerExtras,
 };
 use crate::output::{self, Format, OutputAsk, ReasoningFormat};
 use crate::state::AppState;
@@ -442,26 +443,34 @@ async fn generate(
         )
         .into());
     }
-    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::no_fill_in_the_middle().into());
-    }
     let prompt = req.prompt.clone().unwrap_or_default();
-    if prompt.is_empty() {
+    let suffix = req.suffix.as_deref().filter(|s| !s.is_empty());
+    if prompt.is_empty() && suffix.is_none() {
         return Ok(load_only(&state, Kind::Generate, req.keep_alive.as_ref()));
     }
     let a = asked(&req.options, loaded.n_ctx_per_seq)?;
     let (reasoning, kwargs) = think(req.think);
+    // With a suffix, the prompt is the text before the cursor, filled in the middle (no
+    // template, as Ollama's fill-in-the-middle templates have no chat turns); raw, it is the
+    // whole prompt.
+    let raw_tokens = match suffix {
+        Some(suffix) => {
+            let prefix = loaded.engine.tokenize(&prompt, false, false);
+            Some(fill_in_the_middle(loaded, &prefix, suffix)?)
+        }
+        None if req.raw => Some(loaded.engine.tokenize(&prompt, true, true)),
+        None => None,
+    };
     let ask = OutputAsk {
         format: format(&req.format)?,
-        reasoning: if req.raw {
+        reasoning: if raw_tokens.is_some() {
             ReasoningFormat::None
         } else {
             reasoning
         },
         ..Default::default()
     };
-    let p = if req.raw {
-        let tokens = loaded.engine.tokenize(&prompt, true, true);
+    let p = if let Some(tokens) = raw_tokens {
         let plan = ask.plan(loaded, None)?;
         prepare(loaded, tokens, &a)?.with_output(plan)
     } else {
@@ -546,6 +555,10 @@ async fn show(
     }
     if loaded.chat.source().is_some_and(|s| s.contains("</think>")) {
         capabilities.push("thinking");
+    }
+    // Ollama's name for fill-in-the-middle (`suffix`).
+    if loaded.engine.fim_tokens().is_some() {
+        capabilities.push("insert");
     }
     let mut info = Map::new();
     info.insert("general.architecture".into(), json!(f.arch));

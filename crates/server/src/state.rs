@@ -18,6 +18,8 @@ pub struct Loaded {
     pub engine: Arc<Engine>,
     pub chat: ChatRenderer,
     pub n_ctx_per_seq: u32,
+    /// Tokens per `llama_decode` call (`-b`): what `/infill` fits its prompt to.
+    pub n_batch: u32,
     /// The model files as they were when loaded.
     pub identity: ModelIdentity,
 }

@@ -42,10 +42,23 @@ impl ChatFormat {
 
     /// The control tokens, appended after the trained ones: the first is BOS (and padding),
     /// the one [`ChatFormat::eos`] names is EOS. llama.cpp finds harmony's other
-    /// end-of-generation tokens (`<|call|>`) by their text.
+    /// end-of-generation tokens (`<|call|>`) and ChatML's fill-in-the-middle tokens by their
+    /// text.
     pub fn specials(self) -> &'static [&'static str] {
         match self {
-            ChatFormat::ChatMl => &["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+            // Qwen's fill-in-the-middle tokens follow its chat markers, as in its vocabulary;
+            // llama.cpp finds them by their text.
+            ChatFormat::ChatMl => &[
+                "<|endoftext|>",
+                "<|im_start|>",
+                "<|im_end|>",
+                "<|fim_prefix|>",
+                "<|fim_middle|>",
+                "<|fim_suffix|>",
+                "<|fim_pad|>",
+                "<|repo_name|>",
+                "<|file_sep|>",
+            ],
             ChatFormat::Harmony => &[
                 "<|startoftext|>",
                 "<|endoftext|>",

@@ -586,6 +586,15 @@ impl LlamaSampler {
         Self::from_raw(sampler).expect("failed creating sampler")
     }
 
+    /// llama.cpp's infill sampler, for fill-in-the-middle: it merges the probabilities of
+    /// tokens that share a prefix, and ends the text when end-of-generation is likely
+    /// enough (`llama_sampler_init_infill`).
+    #[must_use]
+    pub fn infill(model: &LlamaModel) -> Self {
+        let sampler = unsafe { llama_cpp_sys_2::llama_sampler_init_infill(model.vocab().as_ptr()) };
+        Self::from_raw(sampler).expect("failed creating sampler")
+    }
+
     /// Penalizes tokens for being present in the context.
     ///
     /// Parameters:

@@ -36,7 +36,8 @@ use crate::prompt_folder::PromptFolder;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::session::{PrefillProgress, Prefilled, Session, Step};
 use epm_chat::{OutputParser, Piece};
-use text::{StopMatcher, Utf8Stream};
+pub use text::LineLimits;
+use text::{LineWatch, StopMatcher, Utf8Stream};
 
 /// What the core needs of a session: [`Session`] is the real one.
 pub trait Backend {
@@ -288,6 +289,8 @@ pub struct Job {
     pub parser: OutputParser,
     /// Send a [`Event::Logprob`] per token with this many alternatives (`None`: none).
     pub logprobs: Option<usize>,
+    /// Code completion's limits on lines; a generation they end finishes by length.
+    pub line_limits: LineLimits,
     pub events: Box<dyn EventSink>,
 }
 
@@ -303,6 +306,7 @@ impl Job {
             constraint: None,
             parser: OutputParser::new(None, None),
             logprobs: None,
+            line_limits: LineLimits::default(),
             events,
         }
     }
@@ -334,6 +338,11 @@ impl Job {
 
     pub fn with_logprobs(mut self, top: Option<usize>) -> Job {
         self.logprobs = top;
+        self
+    }
+
+    pub fn with_line_limits(mut self, limits: LineLimits) -> Job {
+        self.line_limits = limits;
         self
     }
 }
@@ -404,6 +413,8 @@ struct Running<S> {
     sampler: S,
     utf8: Utf8Stream,
     stop: StopMatcher,
+    /// Only when the job has line limits.
+    lines: Option<LineWatch>,
     generated: u32,
     /// The last sampled token, to be decoded in the next step at `pos`.
     next: i32,
@@ -845,6 +856,7 @@ impl<'b, B: Backend> Generator<'b, B> {
                 sampler,
                 utf8: Utf8Stream::default(),
                 stop: StopMatcher::new(job.stop.clone()),
+                lines: (!job.line_limits.is_off()).then(|| LineWatch::new(job.line_limits)),
                 generated: 0,
                 next: 0,
                 pos: job.prompt.len() as u32,
@@ -958,7 +970,15 @@ impl<'b, B: Backend> Generator<'b, B> {
         }
         self.backend
             .piece(token, r.job.parser.wants_special_tokens(), &mut self.piece);
-        let text = r.utf8.push(&self.piece);
+        let mut text = r.utf8.push(&self.piece);
+        let mut out_of_lines = false;
+        if let Some(w) = r.lines.as_mut() {
+            if let Some(keep) = w.push(&text) {
+                text.truncate(keep);
+                out_of_lines = true;
+            }
+            out_of_lines |= w.out_of_time();
+        }
         let out = r.stop.push(&text);
         if !out.is_empty() {
             let mut pieces = Vec::new();
@@ -968,7 +988,7 @@ impl<'b, B: Backend> Generator<'b, B> {
         if let Some(s) = r.stop.matched() {
             return Ok(After::Finished(FinishReason::StopSequence(s.to_string())));
         }
-        if r.generated >= r.job.max_tokens {
+        if out_of_lines || r.generated >= r.job.max_tokens {
             // The last token's logits would never be used: it is not decoded.
             return Ok(After::Finished(FinishReason::Length));
         }

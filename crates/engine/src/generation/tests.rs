@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::*;
 
 /// Token 0 ends a generation; token `t` > 0 reads as `PIECES[t]`.
-const PIECES: [&str; 10] = [
+const PIECES: [&str; 12] = [
     "",
     "a",
     "b",
@@ -19,6 +19,8 @@ const PIECES: [&str; 10] = [
     "</",
     "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1}}</tool_call>",
     "<think>",
+    "\n",
+    " ",
 ];
 const EOG: i32 = 0;
 
@@ -853,4 +855,39 @@ fn logprobs_are_the_log_softmax_of_the_logits_sorted() {
         assert_eq!(ids, vec![2, 4, 8], "the 3 largest logits, largest first");
         assert!(lp.top.windows(2).all(|w| w[0].1 >= w[1].1));
     }
+}
+
+#[test]
+fn line_limits_cut_a_less_indented_line_and_stop_after_the_time_with_a_break() {
+    // "a\n  a\n c": the third line starts with one space where two are asked for.
+    let mut fake = Fake::new(1, &[(9, &[1, 10, 11, 11, 1, 10, 11, 5, 10, 1, 2])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 20, &[]);
+    g.submit(j.with_line_limits(LineLimits {
+        min_indent: 2,
+        max_time: None,
+    }));
+    g.run_until_idle();
+    assert_eq!(rec.text(), "a\n  a\n ");
+    assert_eq!(rec.done(), Some((FinishReason::Length, 8)));
+
+    // Without the limit the whole script is text.
+    let mut fake = Fake::new(1, &[(9, &[1, 10, 11, 11, 1, 10, 11, 5, 10, 1, 2])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 11, &[]);
+    g.submit(j);
+    g.run_until_idle();
+    assert_eq!(rec.text(), "a\n  a\n c\nab");
+
+    // A time limit already passed: the first token after the one with the break ends it.
+    let mut fake = Fake::new(1, &[(9, &[1, 10, 2, 5, 1])]);
+    let mut g = generator(&mut fake);
+    let (j, rec) = job(&[9], 20, &[]);
+    g.submit(j.with_line_limits(LineLimits {
+        min_indent: 0,
+        max_time: Some(std::time::Duration::ZERO),
+    }));
+    g.run_until_idle();
+    assert_eq!(rec.text(), "a\nb");
+    assert_eq!(rec.done(), Some((FinishReason::Length, 3)));
 }

@@ -175,9 +175,140 @@ fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// llama-server's limits for code completion at an editor's cursor: `n_indent` (a line
+/// after the first that starts less indented ends the text, a blank line too) and
+/// `t_max_predict_ms` (once the text has a line break, the first token after this long ends
+/// it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineLimits {
+    /// Spaces and tabs a later line must start with (0: no limit).
+    pub min_indent: u32,
+    /// Since the first token was sampled.
+    pub max_time: Option<std::time::Duration>,
+}
+
+impl LineLimits {
+    pub fn is_off(&self) -> bool {
+        self.min_indent == 0 && self.max_time.is_none()
+    }
+}
+
+/// Watches the text against [`LineLimits`].
+#[derive(Debug)]
+pub struct LineWatch {
+    limits: LineLimits,
+    started: std::time::Instant,
+    /// A line break has been seen.
+    newline: bool,
+    /// One had been seen before the latest [`LineWatch::push`].
+    newline_before: bool,
+    /// Counting the current line's indentation: no other character yet.
+    in_indent: bool,
+    indent: u32,
+}
+
+impl LineWatch {
+    pub fn new(limits: LineLimits) -> LineWatch {
+        LineWatch {
+            limits,
+            started: std::time::Instant::now(),
+            newline: false,
+            newline_before: false,
+            in_indent: false,
+            indent: 0,
+        }
+    }
+
+    /// Add `text`; `Some(n)` when the indentation limit ends it after its first `n` bytes
+    /// (where the short line's text would start: its indentation stays, as llama-server
+    /// leaves it). Nothing after a cut is read.
+    pub fn push(&mut self, text: &str) -> Option<usize> {
+        self.newline_before = self.newline;
+        for (at, c) in text.char_indices() {
+            if self.in_indent {
+                if c == ' ' || c == '\t' {
+                    self.indent += 1;
+                    continue;
+                }
+                if self.indent < self.limits.min_indent {
+                    return Some(at);
+                }
+                self.in_indent = false;
+            }
+            if c == '\n' {
+                self.newline = true;
+                self.in_indent = true;
+                self.indent = 0;
+            }
+        }
+        None
+    }
+
+    /// The time limit has passed and a line break came before the latest text.
+    pub fn out_of_time(&self) -> bool {
+        self.newline_before
+            && self
+                .limits
+                .max_time
+                .is_some_and(|t| self.started.elapsed() >= t)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn watch(min_indent: u32) -> LineWatch {
+        LineWatch::new(LineLimits {
+            min_indent,
+            max_time: None,
+        })
+    }
+
+    #[test]
+    fn a_later_line_less_indented_ends_the_text_where_its_text_starts() {
+        let mut w = watch(4);
+        // The first line is never held to the limit.
+        assert_eq!(w.push("x = 1"), None);
+        assert_eq!(w.push("\n    y = 2\n  "), None);
+        // The cut falls in the token that starts the short line's text; its indentation
+        // stays.
+        assert_eq!(w.push("  \tz\n    w"), None);
+        assert_eq!(w.push("q\n  }"), Some(4));
+        // A blank line ends it too.
+        let mut w = watch(2);
+        assert_eq!(w.push("a\n  b\n"), None);
+        assert_eq!(w.push("\nc"), Some(0));
+        // Indentation split across tokens counts as one.
+        let mut w = watch(3);
+        assert_eq!(w.push("a\n "), None);
+        assert_eq!(w.push(" "), None);
+        assert_eq!(w.push(" b"), None);
+        // No limit: nothing is cut.
+        let mut w = watch(0);
+        assert_eq!(w.push("a\n\nb\n"), None);
+    }
+
+    #[test]
+    fn the_time_limit_waits_for_a_line_break_before_the_latest_text() {
+        let mut w = LineWatch::new(LineLimits {
+            min_indent: 0,
+            max_time: Some(std::time::Duration::ZERO),
+        });
+        w.push("a");
+        assert!(!w.out_of_time());
+        w.push("b\n");
+        assert!(!w.out_of_time(), "the break is in the latest text");
+        w.push("c");
+        assert!(w.out_of_time());
+        let mut w = LineWatch::new(LineLimits {
+            min_indent: 0,
+            max_time: Some(std::time::Duration::from_secs(3600)),
+        });
+        w.push("a\n");
+        w.push("b");
+        assert!(!w.out_of_time());
+    }
 
     #[test]
     fn utf8_state_accepts_valid_sequences_across_tokens_only() {

@@ -267,7 +267,11 @@ async fn completions(
 ) -> Result<Response> {
     let loaded = loaded(&state)?;
     let req: CompletionRequest = parse_json(body)?;
-    let tokens = req.prompt.tokens(loaded)?;
+    // A `suffix`: the prompt is the text before the cursor, filled in the middle.
+    let tokens = match req.suffix.as_deref().filter(|s| !s.is_empty()) {
+        Some(suffix) => req.prompt.clone().fill_in_the_middle(loaded, suffix)?,
+        None => req.prompt.clone().tokens(loaded)?,
+    };
     if req.echo == Some(true) {
         return Err(ApiError::bad_request(
             "`echo` is not served: the reply holds the completion only; prepend the prompt yourself",
@@ -279,9 +283,6 @@ async fn completions(
             "`best_of` must be 1: this server generates one completion per request",
         )
         .into());
-    }
-    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::no_fill_in_the_middle().into());
     }
     if req.logprobs.is_some_and(|n| n > 5) {
         return Err(ApiError::bad_request("`logprobs` is at most 5 on completions").into());
