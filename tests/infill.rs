@@ -93,6 +93,35 @@ fn infill_and_suffix_fill_the_middle_in_their_layouts() {
     assert_eq!(infill["content"], reference["content"]);
     assert_eq!(infill["tokens_evaluated"], json!(want.len()), "{infill}");
     assert_eq!(infill["tokens_predicted"], json!(n));
+    // llama-server's timings: the prompt's and the generation's, apart.
+    let t = &infill["timings"];
+    assert_eq!(t["prompt_n"], json!(want.len()), "{t}");
+    assert_eq!(t["predicted_n"], json!(n), "{t}");
+    for key in [
+        "prompt_ms",
+        "predicted_ms",
+        "prompt_per_second",
+        "predicted_per_second",
+    ] {
+        assert!(t[key].as_f64().unwrap() > 0.0, "{key}: {t}");
+    }
+
+    // Streamed, the same text, and the last event carries the counts and timings.
+    let events = server.stream(
+        "/infill",
+        &json!({"input_prefix": prefix, "input_suffix": suffix, "prompt": typed,
+                "input_extra": [{"filename": "consts.py", "text": extra}],
+                "n_predict": n, "temperature": 0, "stream": true}),
+    );
+    let text: String = events
+        .iter()
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert_eq!(text, infill["content"].as_str().unwrap());
+    let last = events.last().unwrap();
+    assert_eq!(last["stop"], json!(true), "{last}");
+    assert_eq!(last["tokens_evaluated"], json!(want.len()), "{last}");
+    assert_eq!(last["timings"]["predicted_n"], json!(n), "{last}");
 
     // Only the fields asked for, by path.
     let picked = post(
@@ -159,6 +188,17 @@ fn infill_and_suffix_fill_the_middle_in_their_layouts() {
                "options": {"temperature": 0, "num_predict": n}}),
     );
     assert_eq!(ollama["response"], want_text, "{ollama}");
+    // Ollama's durations (ns): the prompt's and the generation's, within the total.
+    let ns = |k: &str| {
+        ollama[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {ollama}"))
+    };
+    assert!(
+        ns("prompt_eval_duration") > 0 && ns("eval_duration") > 0,
+        "{ollama}"
+    );
+    assert!(ns("prompt_eval_duration") + ns("eval_duration") <= ns("total_duration"));
     let show = post(&server, "/api/show", json!({"model": "m"}));
     assert!(
         show["capabilities"]

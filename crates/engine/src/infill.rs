@@ -20,9 +20,13 @@ pub struct FimTokens {
 /// A file given as context before the one being edited (llama-server's `input_extra`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextFile {
-    /// llama-server's default is `tmp`.
     pub filename: String,
     pub text: String,
+}
+
+impl ContextFile {
+    /// The name of a file given without one, as llama-server names it.
+    pub const UNNAMED: &'static str = "tmp";
 }
 
 /// What an `/infill` request fills in: the text around the cursor (tokenized without

@@ -451,8 +451,7 @@ impl StreamState {
                 prompt_tokens,
                 cached_tokens,
             } => {
-                self.usage.prompt = prompt_tokens as u64;
-                self.usage.cached = cached_tokens as u64;
+                self.usage.started(prompt_tokens, cached_tokens);
                 let message = json!({
                     "id": self.id, "type": "message", "role": "assistant", "model": self.model,
                     "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&self.usage),

@@ -440,13 +440,34 @@ pub fn submit(state: &AppState, p: Prepared) -> Result<UnboundedReceiver<Event>,
     Ok(rx)
 }
 
-/// Token counts of one generation.
+/// Token counts of one generation, and when its prompt was done.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub prompt: u64,
     /// Prompt tokens reused from a slot's cache.
     pub cached: u64,
     pub completion: u64,
+    /// When the prefill ended ([`Event::Started`] arrived): the prompt's time is from the
+    /// request's start to this, the generation's from this to the end.
+    pub prompt_done: Option<std::time::Instant>,
+}
+
+impl Usage {
+    /// Record [`Event::Started`]'s counts, now.
+    pub fn started(&mut self, prompt_tokens: usize, cached_tokens: usize) {
+        self.prompt = prompt_tokens as u64;
+        self.cached = cached_tokens as u64;
+        self.prompt_done = Some(std::time::Instant::now());
+    }
+
+    /// The prompt's and the generation's time, for a request that began at `start`.
+    pub fn durations(
+        &self,
+        start: std::time::Instant,
+    ) -> (std::time::Duration, std::time::Duration) {
+        let done = self.prompt_done.unwrap_or(start);
+        (done.saturating_duration_since(start), done.elapsed())
+    }
 }
 
 /// A whole generation, for non-streaming answers.
@@ -470,10 +491,7 @@ pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiE
             Event::Started {
                 prompt_tokens,
                 cached_tokens,
-            } => {
-                usage.prompt = prompt_tokens as u64;
-                usage.cached = cached_tokens as u64;
-            }
+            } => usage.started(prompt_tokens, cached_tokens),
             Event::Text(t) => text.push_str(&t),
             Event::Reasoning(t) => reasoning.push_str(&t),
             Event::ToolCall(c) => tool_calls.push(c),

@@ -25,7 +25,9 @@ use epm_engine::infill::{ContextFile, InfillFit, InfillParts};
 use epm_engine::Penalties;
 
 use crate::error::{parse_json, ApiError, ErrorKind};
-use crate::generation::{collect, loaded, prepare, submit, Asked, SamplerExtras, WirePrompt};
+use crate::generation::{
+    collect, loaded, prepare, submit, Asked, SamplerExtras, Usage, WirePrompt,
+};
 use crate::output::{Format, OutputAsk, ReasoningEffort, ReasoningFormat};
 use crate::state::AppState;
 
@@ -160,6 +162,31 @@ fn pick_fields(answer: &Value, paths: &[String]) -> Value {
     Value::Object(out)
 }
 
+/// llama-server's `timings` for a request that began at `start`: the prompt's (tokens
+/// evaluated, not those kept from the cache) and the generation's.
+fn timings(u: &Usage, start: std::time::Instant) -> Value {
+    let (prompt, generation) = u.durations(start);
+    let prompt_n = u.prompt - u.cached;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let per_token = |d, n: u64| if n > 0 { ms(d) / n as f64 } else { 0.0 };
+    let per_second = |d: std::time::Duration, n: u64| {
+        if d.is_zero() {
+            0.0
+        } else {
+            n as f64 / d.as_secs_f64()
+        }
+    };
+    json!({
+        "cache_n": u.cached,
+        "prompt_n": prompt_n, "prompt_ms": ms(prompt),
+        "prompt_per_token_ms": per_token(prompt, prompt_n),
+        "prompt_per_second": per_second(prompt, prompt_n),
+        "predicted_n": u.completion, "predicted_ms": ms(generation),
+        "predicted_per_token_ms": per_token(generation, u.completion),
+        "predicted_per_second": per_second(generation, u.completion),
+    })
+}
+
 fn stop_type(r: &FinishReason) -> (&'static str, String) {
     match r {
         FinishReason::StopSequence(s) => ("word", s.clone()),
@@ -214,7 +241,9 @@ async fn infill(
         .input_extra
         .into_iter()
         .map(|f| ContextFile {
-            filename: f.filename.unwrap_or_else(|| "tmp".to_string()),
+            filename: f
+                .filename
+                .unwrap_or_else(|| ContextFile::UNNAMED.to_string()),
             text: f.text,
         })
         .collect();
@@ -273,56 +302,68 @@ async fn complete(state: &Arc<AppState>, tokens: Vec<i32>, req: Settings) -> Res
     if req.stream {
         let progress = req.return_progress;
         let since = std::time::Instant::now();
-        let s = stream::unfold((rx, false), move |(mut rx, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                let ev = rx.recv().await?;
-                let (v, end) = match ev {
-                    Event::Progress(p) if progress => (
-                        json!({"content": "", "stop": false,
+        let s = stream::unfold(
+            (rx, false, Usage::default()),
+            move |(mut rx, done, mut usage)| async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    let ev = rx.recv().await?;
+                    let (v, end) = match ev {
+                        Event::Started {
+                            prompt_tokens,
+                            cached_tokens,
+                        } => {
+                            usage.started(prompt_tokens, cached_tokens);
+                            continue;
+                        }
+                        Event::Progress(p) if progress => (
+                            json!({"content": "", "stop": false,
                                "prompt_progress": crate::openai::prompt_progress(&p, since)}),
-                        false,
-                    ),
-                    Event::Text(t) => (json!({"content": t, "stop": false}), false),
-                    Event::Logprob(l) => {
-                        let mut v = json!({"content": "", "stop": false});
-                        if return_tokens {
-                            v["tokens"] = json!([l.token.id]);
+                            false,
+                        ),
+                        Event::Text(t) => (json!({"content": t, "stop": false}), false),
+                        Event::Logprob(l) => {
+                            let mut v = json!({"content": "", "stop": false});
+                            if return_tokens {
+                                v["tokens"] = json!([l.token.id]);
+                            }
+                            if n_probs.is_some() {
+                                v["completion_probabilities"] = json!(probabilities(&[l]));
+                            }
+                            (v, false)
                         }
-                        if n_probs.is_some() {
-                            v["completion_probabilities"] = json!(probabilities(&[l]));
+                        Event::Done {
+                            finish_reason,
+                            completion_tokens,
+                        } => {
+                            let (kind, word) = stop_type(&finish_reason);
+                            usage.completion = completion_tokens as u64;
+                            (
+                                json!({"content": "", "stop": true, "stop_type": kind, "stopping_word": word,
+                                   "tokens_predicted": completion_tokens,
+                                   "tokens_evaluated": usage.prompt, "tokens_cached": usage.cached,
+                                   "timings": timings(&usage, started)}),
+                                true,
+                            )
                         }
-                        (v, false)
-                    }
-                    Event::Done {
-                        finish_reason,
-                        completion_tokens,
-                    } => {
-                        let (kind, word) = stop_type(&finish_reason);
-                        (
-                            json!({"content": "", "stop": true, "stop_type": kind, "stopping_word": word,
-                                   "tokens_predicted": completion_tokens}),
+                        Event::Failed(e) => (
+                            LlamaCppError(ApiError::internal(e.to_string())).body(),
                             true,
-                        )
-                    }
-                    Event::Failed(e) => (
-                        LlamaCppError(ApiError::internal(e.to_string())).body(),
-                        true,
-                    ),
-                    _ => continue,
-                };
-                let e: std::result::Result<SseEvent, std::convert::Infallible> =
-                    Ok(SseEvent::default().data(v.to_string()));
-                return Some((e, (rx, end)));
-            }
-        });
+                        ),
+                        _ => continue,
+                    };
+                    let e: std::result::Result<SseEvent, std::convert::Infallible> =
+                        Ok(SseEvent::default().data(v.to_string()));
+                    return Some((e, (rx, end, usage)));
+                }
+            },
+        );
         return Ok(Sse::new(s).keep_alive(KeepAlive::default()).into_response());
     }
     let c = collect(rx).await?;
     let (kind, word) = stop_type(&c.finish_reason);
-    let ms = started.elapsed().as_secs_f64() * 1e3;
     // llama-server answers an empty `tokens` unless asked.
     let ids: Vec<i32> = if return_tokens {
         c.logprobs.iter().map(|l| l.token.id).collect()
@@ -333,8 +374,7 @@ async fn complete(state: &Arc<AppState>, tokens: Vec<i32>, req: Settings) -> Res
         "content": c.text, "tokens": ids, "stop": true, "stop_type": kind, "stopping_word": word,
         "model": model, "tokens_predicted": c.usage.completion, "tokens_evaluated": c.usage.prompt,
         "tokens_cached": c.usage.cached, "truncated": false,
-        "timings": {"prompt_n": c.usage.prompt - c.usage.cached, "predicted_n": c.usage.completion,
-                    "predicted_ms": ms},
+        "timings": timings(&c.usage, started),
     });
     if n_probs.is_some() {
         out["completion_probabilities"] = json!(probabilities(&c.logprobs));

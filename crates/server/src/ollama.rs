@@ -214,14 +214,23 @@ fn tool_calls(calls: &[epm_chat::ToolCall]) -> Vec<Value> {
         .collect()
 }
 
-/// The final object's counts (durations in nanoseconds).
+/// The final object's counts (durations in nanoseconds; the model is loaded once, before
+/// any request).
 fn counts(u: &generation::Usage, started: std::time::Instant) -> Map<String, Value> {
-    let total = started.elapsed().as_nanos() as u64;
+    let (prompt, generation) = u.durations(started);
     let mut m = Map::new();
-    m.insert("total_duration".into(), json!(total));
+    m.insert(
+        "total_duration".into(),
+        json!(started.elapsed().as_nanos() as u64),
+    );
     m.insert("load_duration".into(), json!(0));
     m.insert("prompt_eval_count".into(), json!(u.prompt - u.cached));
+    m.insert(
+        "prompt_eval_duration".into(),
+        json!(prompt.as_nanos() as u64),
+    );
     m.insert("eval_count".into(), json!(u.completion));
+    m.insert("eval_duration".into(), json!(generation.as_nanos() as u64));
     m
 }
 
@@ -329,8 +338,7 @@ fn ndjson(
                         prompt_tokens,
                         cached_tokens,
                     } => {
-                        s.usage.prompt = prompt_tokens as u64;
-                        s.usage.cached = cached_tokens as u64;
+                        s.usage.started(prompt_tokens, cached_tokens);
                         continue;
                     }
                     Event::Logprob(_) | Event::Progress(_) => continue,

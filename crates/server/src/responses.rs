@@ -354,8 +354,7 @@ impl StreamState {
                 prompt_tokens,
                 cached_tokens,
             } => {
-                self.usage.prompt = prompt_tokens as u64;
-                self.usage.cached = cached_tokens as u64;
+                self.usage.started(prompt_tokens, cached_tokens);
                 let r = envelope(
                     &self.id,
                     &self.model,

@@ -134,8 +134,7 @@ impl State {
                 prompt_tokens,
                 cached_tokens,
             } => {
-                self.usage.prompt = prompt_tokens as u64;
-                self.usage.cached = cached_tokens as u64;
+                self.usage.started(prompt_tokens, cached_tokens);
                 if self.shape.chat {
                     self.pending
                         .push_back(data(&self.shape.chunk(None, true, None)));
