@@ -12,11 +12,9 @@ use common::*;
 use serde_json::{json, Value};
 
 fn post_raw(server: &Server, path: &str, body: &Value) -> (u16, Value) {
-    let req = ureq::post(&server.url(path)).set("content-type", "application/json");
-    match req.send_string(&body.to_string()) {
-        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
-        Err(e) => panic!("transport error: {e}"),
+    match server.post(path, body) {
+        Ok(v) => (200, v),
+        Err((code, v, _)) => (code, v),
     }
 }
 
