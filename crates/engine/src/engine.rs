@@ -289,6 +289,12 @@ impl Engine {
             .collect()
     }
 
+    /// Tokenize `text` as plain text: no BOS, and special-token text stays text (what a
+    /// user wrote around a cursor, or a bias's word).
+    pub fn tokenize_plain(&self, text: &str) -> Vec<i32> {
+        self.tokenize(text, false, false)
+    }
+
     /// The bytes of one token's text as output; special tokens' text only when `special`.
     pub fn output_piece(&self, token: i32, special: bool, out: &mut Vec<u8>) {
         out.clear();

@@ -173,7 +173,7 @@ impl WirePrompt {
 
     /// The prompt's tokens, text read as plain text (no BOS, special tokens' text as text).
     pub fn plain_tokens(self, loaded: &Loaded) -> Result<Vec<i32>, ApiError> {
-        self.tokenized(loaded, |t| loaded.engine.tokenize(t, false, false))
+        self.tokenized(loaded, |t| loaded.engine.tokenize_plain(t))
     }
 
     fn tokenized(
@@ -203,16 +203,12 @@ impl WirePrompt {
 
 /// `[BOS] PRE prefix SUF suffix MID` (Ollama's fill-in-the-middle templates' layout) for a
 /// completion with a `suffix`, or a 400 where the model has no fill-in-the-middle tokens.
-pub fn fill_in_the_middle(
-    loaded: &Loaded,
-    prefix: &[i32],
-    suffix: &str,
-) -> Result<Vec<i32>, ApiError> {
+fn fill_in_the_middle(loaded: &Loaded, prefix: &[i32], suffix: &str) -> Result<Vec<i32>, ApiError> {
     let fim = loaded
         .engine
         .fim_tokens()
         .ok_or_else(ApiError::no_fill_in_the_middle)?;
-    let suffix = loaded.engine.tokenize(suffix, false, false);
+    let suffix = loaded.engine.tokenize_plain(suffix);
     Ok(fim.plain_prompt(loaded.engine.bos_to_add(), prefix, &suffix))
 }
 
@@ -239,7 +235,7 @@ fn sampling(a: &Asked, loaded: &Loaded) -> Result<SamplingParams, ApiError> {
     let x = &a.extras;
     let logit_bias = match &x.logit_bias {
         Some(b) => b.resolve(loaded.engine.n_vocab(), |text| {
-            loaded.engine.tokenize(text, false, false)
+            loaded.engine.tokenize_plain(text)
         })?,
         None => Vec::new(),
     };

@@ -29,7 +29,7 @@ use crate::generation::{
     collect, loaded, prepare, submit, Asked, SamplerExtras, Usage, WirePrompt,
 };
 use crate::output::{Format, OutputAsk, ReasoningEffort, ReasoningFormat};
-use crate::state::AppState;
+use crate::state::{AppState, Loaded};
 
 pub struct LlamaCppError(pub ApiError);
 
@@ -218,7 +218,7 @@ async fn completion(
     let req: CompletionRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
     let tokens = req.prompt.tokens(loaded)?;
-    complete(&state, tokens, req.settings).await
+    complete(&state, loaded, tokens, req.settings).await
 }
 
 /// llama-server's default `n_predict` (none), which its `/infill` layout counts.
@@ -260,14 +260,18 @@ async fn infill(
             n_ctx: loaded.n_ctx_per_seq,
         },
         loaded.engine.bos_to_add(),
-        |text| loaded.engine.tokenize(text, false, false),
+        |text| loaded.engine.tokenize_plain(text),
     );
-    complete(&state, tokens, req.settings).await
+    complete(&state, loaded, tokens, req.settings).await
 }
 
 /// Generate from `tokens` and answer as llama-server's `/completion` does.
-async fn complete(state: &Arc<AppState>, tokens: Vec<i32>, req: Settings) -> Result<Response> {
-    let loaded = loaded(state)?;
+async fn complete(
+    state: &Arc<AppState>,
+    loaded: &Loaded,
+    tokens: Vec<i32>,
+    req: Settings,
+) -> Result<Response> {
     let ask = OutputAsk {
         format: match &req.json_schema {
             Some(s) => Format::JsonSchema(s.clone()),

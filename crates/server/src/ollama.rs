@@ -21,8 +21,8 @@ use epm_engine::generation::{Event, FinishReason};
 
 use crate::error::{parse_json, ApiError};
 use crate::generation::{
-    self, collect, fill_in_the_middle, loaded, prepare, prepare_chat, submit, Asked, ChatInput,
-    SamplerExtras,
+    self, collect, loaded, prepare, prepare_chat, submit, Asked, ChatInput, SamplerExtras,
+    WirePrompt,
 };
 use crate::output::{self, Format, OutputAsk, ReasoningFormat};
 use crate::state::AppState;
@@ -462,10 +462,7 @@ async fn generate(
     // template, as Ollama's fill-in-the-middle templates have no chat turns); raw, it is the
     // whole prompt.
     let raw_tokens = match suffix {
-        Some(suffix) => {
-            let prefix = loaded.engine.tokenize(&prompt, false, false);
-            Some(fill_in_the_middle(loaded, &prefix, suffix)?)
-        }
+        Some(suffix) => Some(WirePrompt::Text(prompt.clone()).fill_in_the_middle(loaded, suffix)?),
         None if req.raw => Some(loaded.engine.tokenize(&prompt, true, true)),
         None => None,
     };
