@@ -555,3 +555,87 @@ fn generate_chat_answers_as_the_server_does_and_reuses_the_conversation() {
         messages.push(json!({"role": "assistant", "content": content.trim()}));
     }
 }
+
+/// The token-counting endpoints answer what the same request evaluates: OpenAI Responses'
+/// `/v1/responses/input_tokens`, llama-server's `/v1/chat/completions/input_tokens` and
+/// Anthropic's `count_tokens`, with their tools and template variables; and a conversation
+/// too long for the context is counted, not refused.
+#[test]
+fn token_counts_are_the_prompt_each_request_evaluates() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &["-c", "512"]);
+    let ok = |path: &str, body: Value| -> Value {
+        let (code, v) = post_raw(&server, path, &body.to_string(), None);
+        assert_eq!(code, 200, "{path}: {v}");
+        v
+    };
+    let tool = json!({"type": "function", "function": {"name": "get_time", "description": "Time",
+        "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}});
+    let messages = json!([{"role": "system", "content": "Be brief."},
+                          {"role": "user", "content": "What time is it in Paris?"}]);
+
+    // Chat: with tools and with thinking off (the template writes both into the prompt).
+    let chat = json!({"messages": messages, "tools": [tool], "reasoning_effort": "none"});
+    let counted = ok("/v1/chat/completions/input_tokens", chat.clone());
+    assert_eq!(counted["object"], "response.input_tokens");
+    let mut run = chat.clone();
+    run["max_tokens"] = json!(1);
+    let used = ok("/v1/chat/completions", run)["usage"]["prompt_tokens"].clone();
+    assert_eq!(counted["input_tokens"], used);
+    let bare = ok(
+        "/v1/chat/completions/input_tokens",
+        json!({"messages": messages}),
+    );
+    assert!(bare["input_tokens"].as_u64() < counted["input_tokens"].as_u64());
+
+    // Responses: instructions, input and tools as the Responses API spells them.
+    let responses = json!({"instructions": "Be brief.", "input": "What time is it in Paris?",
+        "tools": [{"type": "function", "name": "get_time", "description": "Time",
+                   "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}]});
+    let counted = ok("/v1/responses/input_tokens", responses.clone());
+    assert_eq!(counted["object"], "response.input_tokens");
+    let mut run = responses.clone();
+    run["max_output_tokens"] = json!(1);
+    let r = ok("/v1/responses", run);
+    let used = r["usage"]["input_tokens"].as_u64().unwrap();
+    assert_eq!(counted["input_tokens"].as_u64(), Some(used), "{r}");
+
+    // Anthropic: `thinking` reaches the template in the count as in the request.
+    let msgs = json!([{"role": "user", "content": "What time is it in Paris?"}]);
+    let off = json!({"model": "m", "messages": msgs, "thinking": {"type": "disabled"}});
+    let counted = ok("/v1/messages/count_tokens", off.clone())["input_tokens"]
+        .as_u64()
+        .unwrap();
+    let mut run = off.clone();
+    run["max_tokens"] = json!(1);
+    let u = ok("/v1/messages", run)["usage"].clone();
+    let used = u["input_tokens"].as_u64().unwrap() + u["cache_read_input_tokens"].as_u64().unwrap();
+    assert_eq!(counted, used, "{u}");
+    let plain = ok(
+        "/v1/messages/count_tokens",
+        json!({"model": "m", "messages": msgs}),
+    )["input_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(plain < counted, "{plain} vs {counted}");
+
+    // Longer than the 512-token context: counted, while the chat itself is a 400.
+    let long = json!({"messages": [{"role": "user", "content": "rivers of Europe ".repeat(300)}]});
+    let n = ok("/v1/chat/completions/input_tokens", long.clone())["input_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(n > 512, "{n}");
+    let (code, v) = post_raw(&server, "/v1/chat/completions", &long.to_string(), None);
+    assert_eq!(code, 400, "{v}");
+    // A malformed count request gets the protocol's 400.
+    let (code, v) = post_raw(
+        &server,
+        "/v1/responses/input_tokens",
+        "{\"input\": 3}",
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(!error_message("/v1/responses/input_tokens", &v).is_empty());
+}

@@ -4,8 +4,10 @@ install anthropic): messages.create and messages.stream with text, tool use with
 tool_choice {"type": "any"} (the input validated against the tool's schema with
 jsonschema), count_tokens, prompt-cache reuse in usage, and the SDK's own error types for a
 bad request and a wrong key. The current SDK takes no temperature/top_p/top_k arguments,
-so they go through extra_body. Starts the server on a free loopback port; the record goes
-to --out.
+so they go through extra_body. Then `thinking` with a `budget_tokens`, on a second server
+whose template opens the reasoning block as Qwen3.5's does: the thinking block is the
+unbudgeted reply's first tokens, and a text block follows. Starts the servers on free
+loopback ports; the record goes to --out.
 
     python3 tools/anthropic_client_check.py [--bin target/release/epm-run] [--out F]
 """
@@ -24,6 +26,42 @@ WEATHER = {"name": "get_weather", "description": "Weather in a city", "input_sch
 TIME = {"name": "get_time", "description": "Time in a zone", "input_schema": {
     "type": "object", "properties": {"offset": {"type": "integer", "minimum": -12, "maximum": 14}},
     "required": ["offset"]}}
+
+
+def thinking_budget(binary, model, tmp):
+    """`thinking.budget_tokens` against the same request without a budget, on a server whose
+    template opens `<think>` in the generation prompt."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    stock = open(os.path.join(here, "..", "crates", "synth", "src", "templates",
+                              "qwen3-chatml.jinja")).read()
+    closed = "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}"
+    assert closed in stock, "the stock template changed"
+    template = os.path.join(tmp, "think-open.jinja")
+    with open(template, "w") as f:
+        f.write(stock.replace(closed, closed.replace("    {%- endif %}", "    {%- else %}\n"
+                                                      "        {{- '<think>\\n' }}\n    {%- endif %}")))
+    proc, port = start_server([binary, "serve", "-m", model, "--port", "0", "-c", "1024", "-t", "2",
+                               "--chat-template-file", template], 60)
+    try:
+        client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="none")
+        msgs = [{"role": "user", "content": "Why is the sky blue?"}]
+        greedy = {"temperature": 0, "top_k": 1}
+
+        def ask(thinking):
+            r = client.messages.create(model="any", max_tokens=24, messages=msgs, thinking=thinking,
+                                       extra_body=greedy)
+            text = lambda kind, field: "".join(getattr(b, field) for b in r.content if b.type == kind)
+            return {"thinking": text("thinking", "thinking"), "text": text("text", "text"),
+                    "output_tokens": r.usage.output_tokens}
+        free = ask({"type": "enabled", "budget_tokens": 100})
+        budgeted = ask({"type": "enabled", "budget_tokens": 5})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    passed = (free["text"] == "" and budgeted["text"] != ""
+              and 0 < len(budgeted["thinking"].strip()) < len(free["thinking"].strip())
+              and free["thinking"].strip().startswith(budgeted["thinking"].strip()))
+    return {"unbudgeted": free, "budget_5": budgeted, "passed": passed}, code
 
 
 def main():
@@ -98,6 +136,7 @@ def main():
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
+    checks["thinking_budget"], think_code = thinking_budget(a.bin, model, tmp)
     u = checks["tool_result"]
     ok = (checks["stream"]["same_as_create"] and checks["create"]["usage"]["output_tokens"] > 0
           and all(x["stop_reason"] == "tool_use" and len(x["tool_use"]) == 1 for x in checks["tool_use"])
@@ -107,7 +146,8 @@ def main():
           and checks["count_tokens"] == u["usage_first"]["input_tokens"] + u["usage_first"]["cache_read_input_tokens"]
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
-          and code == 0)
+          and checks["thinking_budget"]["passed"]
+          and code == 0 and think_code == 0)
     report = {"what": "epm-run serve /v1/messages driven by the official anthropic Python SDK",
               "command": "python3 tools/anthropic_client_check.py " + " ".join(sys.argv[1:]),
               "anthropic_version": anthropic.__version__, "python": platform.python_version(),

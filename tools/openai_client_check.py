@@ -5,7 +5,8 @@ client's own error types for a bad request and a wrong key, a logit bias, penalt
 prompt of token ids, and a `suffix` (fill-in-the-middle: the model's FIM tokens around the
 prompt and the suffix, checked against llama-server's `/completion` given those tokens); and what agents use: tool calls
 (tool_choice required, streamed and not, arguments validated with jsonschema), structured
-output parsed into a Pydantic model, and logprobs with top_logprobs. Starts the server itself on a
+output parsed into a Pydantic model, logprobs with top_logprobs, and the Responses API
+(with `responses.input_tokens.count` against the usage of the same request). Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
@@ -108,6 +109,9 @@ def agent_checks(client):
     fcs = [o for o in r.output if o.type == "function_call"]
     for f in fcs:
         jsonschema.validate(json.loads(f.arguments), schemas[f.name])
+    # The input token count of the same request, through the client's own method.
+    counted = client.responses.input_tokens.count(model="any", input="Weather in Paris?", tools=rtools,
+                                                  tool_choice="required").input_tokens
     deltas, done_calls = 0, []
     stream = client.responses.create(model="any", input="Time?", tools=rtools, tool_choice="required",
                                      max_output_tokens=300, temperature=1.0, stream=True)
@@ -120,9 +124,10 @@ def agent_checks(client):
         jsonschema.validate(json.loads(f.arguments), schemas[f.name])
     out["responses"] = {"text": text, "streamed_same": streamed == text, "status": r.status,
                         "function_calls": [(f.name, f.arguments) for f in fcs],
-                        "stream_argument_deltas": deltas, "stream_calls": [(f.name, f.arguments) for f in done_calls]}
+                        "stream_argument_deltas": deltas, "stream_calls": [(f.name, f.arguments) for f in done_calls],
+                        "input_tokens": r.usage.input_tokens, "input_tokens_counted": counted}
     responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
-                    and r.usage.input_tokens > 0)
+                    and r.usage.input_tokens > 0 and counted == r.usage.input_tokens)
     out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
                          and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
                          and all(p is not None for p in pets)

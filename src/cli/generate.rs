@@ -15,6 +15,7 @@ use epm_engine::{
     Engine, EngineError, Extras, SamplerOrder, SamplingError, SamplingParams, Session,
 };
 
+use super::chat_args::ChatArgs;
 use super::exit::UsageError;
 use super::model_run::{ModelRun, ModelRunArgs, PromptReuse};
 use super::progress;
@@ -47,6 +48,9 @@ pub struct GenerateArgs {
     /// The chat's system message (with --chat).
     #[arg(long, requires = "chat")]
     system: Option<String>,
+    /// The chat's template and reasoning budget (with --chat).
+    #[command(flatten)]
+    chat_args: ChatArgs,
     /// Constrain the output to values valid against this JSON schema (a file).
     #[arg(long, conflicts_with = "grammar")]
     json_schema: Option<PathBuf>,
@@ -198,6 +202,13 @@ fn constraint(a: &GenerateArgs) -> Result<Option<Constraint>> {
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
+    if !a.chat && a.chat_args.any_given() {
+        bail!(UsageError(
+            "--chat-template-file and --reasoning-budget(-message) are for --chat".into()
+        ));
+    }
+    // Read and compiled before the model loads.
+    let template = a.chat_args.template()?;
     // A chat's prompts grow and reuse the conversation, like a server's.
     let reuse = if a.chat {
         PromptReuse::Shared
@@ -208,7 +219,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         .run
         .set_up(1, reuse, &[("--dump-logits", &a.dump_logits)])?;
     let disk = run.disk_mb_per_s;
-    let result = read_prompt(&a).and_then(|prompt| generate(&a, &run, prompt));
+    let result = read_prompt(&a).and_then(|prompt| generate(&a, &run, prompt, template.as_deref()));
     let ok = result.is_ok();
     let stats = run.finish(ok)?;
     result?;
@@ -242,7 +253,12 @@ fn read_prompt(a: &GenerateArgs) -> Result<String> {
     })
 }
 
-fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
+fn generate(
+    a: &GenerateArgs,
+    run: &ModelRun,
+    prompt: String,
+    template: Option<&str>,
+) -> Result<()> {
     let logits = match &a.dump_logits {
         Some(p) => Some(epm_sys::fs::UncachedWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
@@ -285,7 +301,7 @@ fn generate(a: &GenerateArgs, run: &ModelRun, prompt: String) -> Result<()> {
     let mut session = engine.start(opts)?;
     let mut out = std::io::stdout().lock();
     if a.chat {
-        chat(&engine, &mut session, a, &sampling, &mut out)?;
+        chat(&engine, &mut session, a, template, &sampling, &mut out)?;
     } else {
         let mut generator = Generator::new(&mut session, Default::default());
         let job = |events| {
@@ -372,10 +388,11 @@ fn chat(
     engine: &Engine,
     session: &mut Session<'_>,
     a: &GenerateArgs,
+    template: Option<&str>,
     sampling: &SamplingParams,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let renderer = engine.chat_renderer(None)?;
+    let renderer = engine.chat_renderer(template)?;
     let counters = std::sync::Arc::new(GenerationCounters::default());
     let mut generator = Generator::new(session, counters);
     let mut history: Vec<serde_json::Value> = a
@@ -398,6 +415,20 @@ fn chat(
         history.push(serde_json::json!({"role": "user", "content": line}));
         let prompt = renderer.render(engine, &history, None, None)?;
         let tokens = engine.tokenize(&prompt, true, true);
+        // The template's reasoning tags, where it writes reasoning blocks.
+        let budget = match (
+            a.chat_args.budget_tokens(),
+            renderer.reasoning_tags(&prompt),
+        ) {
+            (Some(n), Some(tags)) => Some(engine.reasoning_budget(
+                Some(n),
+                &tags.open,
+                &tags.close,
+                &a.chat_args.reasoning_budget_message,
+                tags.starts_open,
+            )?),
+            _ => None,
+        };
         let reused_before = engine.stats().reused_prompt_tokens.get();
         let reply = run_job(
             &mut generator,
@@ -405,6 +436,7 @@ fn chat(
                 Job::new(tokens.clone(), a.n_predict as u32, events)
                     .with_sampling(sampling.clone())
                     .with_stop(a.stop.clone())
+                    .with_reasoning_budget(budget)
             },
             out,
         )?;

@@ -2,6 +2,7 @@
 //! helpers. Each subcommand lives in its own file; terminal output and stdin are theirs.
 
 mod ab;
+mod chat_args;
 mod demo;
 pub mod exit;
 mod generate;

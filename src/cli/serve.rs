@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use epm_engine::chat::ChatTemplate;
+use epm_server::output::BudgetDefaults;
 use epm_server::{PromptStoreOptions, ServerOptions};
 
+use super::chat_args::ChatArgs;
 use super::exit::UsageError;
 use super::model_run::{ModelRunArgs, PromptReuse};
 
@@ -33,9 +34,6 @@ pub struct ServeArgs {
     /// /health and the page (/).
     #[arg(long)]
     api_key: Option<String>,
-    /// A Jinja chat template to use instead of the model's own.
-    #[arg(long)]
-    chat_template_file: Option<PathBuf>,
     /// Refuse request bodies larger than this (413).
     #[arg(long, default_value_t = 8)]
     max_body_mb: usize,
@@ -62,6 +60,8 @@ pub struct ServeArgs {
     /// 0: only when the server stops.
     #[arg(long, default_value_t = 10)]
     prompt_cache_idle_s: u64,
+    #[command(flatten)]
+    chat: ChatArgs,
 }
 
 /// The folder under which the prompt store keeps its folders, its capacity and when it
@@ -119,23 +119,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if a.max_body_mb == 0 {
         bail!(UsageError("--max-body-mb must be greater than 0".into()));
     }
-    let chat_template = a
-        .chat_template_file
-        .as_ref()
-        .map(|p| {
-            let src = std::fs::read_to_string(p).map_err(|e| {
-                UsageError(format!(
-                    "cannot read --chat-template-file {}: {e}",
-                    p.display()
-                ))
-            })?;
-            // Compiled again on the engine thread; a template that does not compile is
-            // refused before the model loads.
-            ChatTemplate::new(&src)
-                .map_err(|e| UsageError(format!("--chat-template-file {}: {e}", p.display())))?;
-            Ok::<_, UsageError>(src)
-        })
-        .transpose()?;
+    let chat_template = a.chat.template()?;
     let store = prompt_store(&a)?;
     // Requests share prefixes (a system prompt, a conversation).
     let run = a.run.set_up(a.parallel, PromptReuse::Shared, &[])?;
@@ -153,6 +137,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         disk_mb_per_s: run.disk_mb_per_s,
         stats: run.stats.clone(),
         prompt_store: store,
+        reasoning_budget: BudgetDefaults {
+            tokens: a.chat.budget_tokens(),
+            message: a.chat.reasoning_budget_message.clone(),
+        },
     };
     let disk = run.disk_mb_per_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()

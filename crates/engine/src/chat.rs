@@ -7,7 +7,7 @@ use minijinja::value::Value as JinjaValue;
 use minijinja::{Environment, ErrorKind};
 use serde_json::Value;
 
-use epm_chat::ToolFamily;
+use epm_chat::{ReasoningSplit, ToolFamily};
 
 use crate::{Engine, EngineError};
 
@@ -257,6 +257,20 @@ impl ChatRenderer {
     /// The template's text.
     pub fn source(&self) -> Option<&str> {
         self.source.as_deref()
+    }
+
+    /// The tags of the model's reasoning blocks, from its template, and whether the rendered
+    /// `prompt` leaves one open: harmony's analysis channel, or `<think>` blocks.
+    pub fn reasoning_tags(&self, prompt: &str) -> Option<ReasoningSplit> {
+        let source = self.source.as_deref()?;
+        if self.tool_family == Some(ToolFamily::Harmony) {
+            return Some(ReasoningSplit {
+                open: "<|channel|>analysis".into(),
+                close: "<|end|>".into(),
+                starts_open: false,
+            });
+        }
+        ReasoningSplit::for_template(source, prompt)
     }
 
     /// Render a conversation (OpenAI's message objects) with the generation prompt.

@@ -21,7 +21,7 @@ use epm_core::stats::RunStats;
 use epm_sys::proc::{self, Pid};
 
 use crate::error::EngineError;
-use crate::generation::Constraint;
+use crate::generation::{BudgetError, Constraint, ReasoningBudget};
 use crate::hook::attach::{self, PagingOptions};
 use crate::hook::HookedContext;
 use crate::infill::FimTokens;
@@ -293,6 +293,27 @@ impl Engine {
     /// user wrote around a cursor, or a bias's word).
     pub fn tokenize_plain(&self, text: &str) -> Vec<i32> {
         self.tokenize(text, false, false)
+    }
+
+    /// A reasoning budget of `budget` tokens per block (`None`: blocks only counted) for
+    /// blocks between `open` and `close`, written as the text a tokenizer reads in a chat
+    /// (special tokens as such); a spent budget writes `message` and the close.
+    pub fn reasoning_budget(
+        &self,
+        budget: Option<u32>,
+        open: &str,
+        close: &str,
+        message: &str,
+        starts_open: bool,
+    ) -> Result<ReasoningBudget, BudgetError> {
+        let special = |text: &str| self.tokenize(text, false, true);
+        ReasoningBudget::new(
+            budget,
+            special(open),
+            special(close),
+            special(&format!("{message}{close}")),
+            starts_open,
+        )
     }
 
     /// The bytes of one token's text as output; special tokens' text only when `special`.

@@ -652,65 +652,103 @@ impl Sampler {
         }
     }
 
-    /// Pick the token for the logits at `index` of `ctx`, and accept it.
-    pub(crate) fn sample(&mut self, ctx: &LlamaContext<'_>, index: i32) -> i32 {
-        if self.grammar.is_none() {
+    /// Pick the token for the logits at `index` of `ctx`, and accept it. `forced` (a
+    /// reasoning budget's close) takes every other token's logit as -inf before the chain
+    /// runs, as llama.cpp's `reasoning-budget` sampler does, so the chain's state (its
+    /// random draws, the penalties' history) moves as it would for any pick; a grammar that
+    /// refuses the forced token wins, and the pick is then the grammar's.
+    pub(crate) fn sample(
+        &mut self,
+        ctx: &LlamaContext<'_>,
+        index: i32,
+        forced: Option<i32>,
+    ) -> i32 {
+        if self.grammar.is_none() && forced.is_none() {
             return self.chain.sample(ctx, index).0;
         }
-        self.sample_logits(ctx.get_logits_ith(index))
+        self.sample_logits(ctx.get_logits_ith(index), forced)
     }
 
-    /// Sample from `logits` under the grammar. The token the unconstrained chain picks is
-    /// checked first and kept when the grammar allows it (for greedy sampling that is the
-    /// grammar's own choice); only otherwise is the grammar run over the whole vocabulary,
-    /// which costs a pass of its matcher per token. Both samplers then accept the token.
-    fn sample_logits(&mut self, logits: &[f32]) -> i32 {
-        let candidates = || {
+    /// Sample from `logits` with a forced token, or under the grammar. Under the grammar
+    /// the token the unconstrained chain picks is checked first and kept when the grammar
+    /// allows it (for greedy sampling that is the grammar's own choice); only otherwise is
+    /// the grammar run over the whole vocabulary, which costs a pass of its matcher per
+    /// token. The chain and the grammar then accept the token.
+    fn sample_logits(&mut self, logits: &[f32], forced: Option<i32>) -> i32 {
+        let logit = |t: LlamaToken| {
+            logits
+                .get(t.0 as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY)
+        };
+        let candidates = |only: Option<LlamaToken>| {
             LlamaTokenDataArray::from_iter(
-                logits
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &l)| LlamaTokenData::new(LlamaToken(i as i32), l, 0.0)),
+                logits.iter().enumerate().map(|(i, &l)| {
+                    let t = LlamaToken(i as i32);
+                    let l = match only {
+                        Some(f) if f != t => f32::NEG_INFINITY,
+                        _ => l,
+                    };
+                    LlamaTokenData::new(t, l, 0.0)
+                }),
                 false,
             )
         };
-        let Some(g) = self.grammar.as_mut() else {
-            unreachable!("sample_logits is for constrained samplers");
-        };
-        let utf8_after = |utf8: Utf8State, t: LlamaToken| {
-            let bytes = g.pieces.get(t.0 as usize).map_or(&[][..], Vec::as_slice);
-            utf8.advance(bytes)
-        };
-        let mut all = candidates();
-        all.apply_sampler(&mut self.chain);
-        let first = all.selected_token();
-        let allowed = first.is_some_and(|t| {
-            let logit = logits
-                .get(t.0 as usize)
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY);
-            let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(t, logit, 0.0)], false);
-            one.apply_sampler(&mut g.sampler);
-            one.data[0].logit() > f32::NEG_INFINITY && utf8_after(g.utf8, t).is_some()
-        });
-        let token = match first {
-            Some(t) if allowed => t,
-            _ => {
-                let mut all = candidates();
-                for c in all.data.iter_mut() {
-                    if utf8_after(g.utf8, c.id()).is_none() {
-                        c.set_logit(f32::NEG_INFINITY);
-                    }
-                }
-                all.apply_sampler(&mut g.sampler);
+        let forced = forced
+            .map(LlamaToken)
+            .filter(|&f| usize::try_from(f.0).is_ok_and(|i| i < logits.len()))
+            .filter(|&f| self.grammar.as_mut().is_none_or(|g| g.allows(f, logit(f))));
+        let token = if let Some(f) = forced {
+            let mut only = candidates(Some(f));
+            only.apply_sampler(&mut self.chain);
+            only.selected_token().unwrap_or(f)
+        } else {
+            let Some(g) = self.grammar.as_mut() else {
+                // A forced token outside the vocabulary: an ordinary pick.
+                let mut all = candidates(None);
                 all.apply_sampler(&mut self.chain);
-                all.selected_token().unwrap_or(LlamaToken(0))
+                let token = all.selected_token().unwrap_or(LlamaToken(0));
+                self.chain.accept(token);
+                return token.0;
+            };
+            let mut all = candidates(None);
+            all.apply_sampler(&mut self.chain);
+            match all.selected_token() {
+                Some(t) if g.allows(t, logit(t)) => t,
+                _ => {
+                    let mut all = candidates(None);
+                    for c in all.data.iter_mut() {
+                        if g.utf8_after(c.id()).is_none() {
+                            c.set_logit(f32::NEG_INFINITY);
+                        }
+                    }
+                    all.apply_sampler(&mut g.sampler);
+                    all.apply_sampler(&mut self.chain);
+                    all.selected_token().unwrap_or(LlamaToken(0))
+                }
             }
         };
-        g.utf8 = utf8_after(g.utf8, token).unwrap_or_default();
-        g.sampler.accept(token);
+        if let Some(g) = self.grammar.as_mut() {
+            g.utf8 = g.utf8_after(token).unwrap_or_default();
+            g.sampler.accept(token);
+        }
         self.chain.accept(token);
         token.0
+    }
+}
+
+impl Grammar {
+    /// Where the output stands in UTF-8 after `t` (`None`: `t` would make it invalid).
+    fn utf8_after(&self, t: LlamaToken) -> Option<Utf8State> {
+        let bytes = self.pieces.get(t.0 as usize).map_or(&[][..], Vec::as_slice);
+        self.utf8.advance(bytes)
+    }
+
+    /// Whether the grammar lets `t` (whose logit is `logit`) come next.
+    fn allows(&mut self, t: LlamaToken, logit: f32) -> bool {
+        let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(t, logit, 0.0)], false);
+        one.apply_sampler(&mut self.sampler);
+        one.data[0].logit() > f32::NEG_INFINITY && self.utf8_after(t).is_some()
     }
 }
 

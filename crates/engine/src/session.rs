@@ -262,8 +262,8 @@ impl<'e> Session<'e> {
         self.hooked.ctx().get_logits_ith(index)
     }
 
-    pub fn sample(&mut self, sampler: &mut Sampler, index: i32) -> i32 {
-        sampler.sample(self.hooked.ctx(), index)
+    pub fn sample(&mut self, sampler: &mut Sampler, index: i32, forced: Option<i32>) -> i32 {
+        sampler.sample(self.hooked.ctx(), index, forced)
     }
 
     /// Drop sequence `seq`'s cache from position `keep` on. False when the memory cannot

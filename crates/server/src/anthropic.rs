@@ -23,8 +23,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use epm_engine::generation::{Event, FinishReason};
 
 use crate::error::{parse_json, ApiError, ErrorKind};
-use crate::generation::{self, collect, loaded, prepare_chat, submit, Asked, ChatInput};
-use crate::output::{self, OutputAsk, ReasoningFormat, ToolChoice};
+use crate::generation::{
+    self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
+};
+use crate::output::{self, BudgetAsk, BudgetTokens, OutputAsk, ReasoningFormat, ToolChoice};
 use crate::state::AppState;
 
 /// An error in Anthropic's shape: `{"type": "error", "error": {"type", "message"}}`.
@@ -112,11 +114,14 @@ enum WireToolChoice {
     None,
 }
 
-/// `thinking`: its `budget_tokens` is not enforced (the reply's `max_tokens` bounds it).
+/// `thinking`: `enabled` with its `budget_tokens` (each reasoning block closed once it has
+/// spent them), `adaptive` (the model decides: thinking on, the server's budget), or
+/// `disabled`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Thinking {
-    Enabled {},
+    Enabled { budget_tokens: Option<i64> },
+    Adaptive {},
     Disabled,
 }
 
@@ -246,6 +251,38 @@ fn openai_tools(tools: &[Value]) -> Value {
     )
 }
 
+/// What `thinking` asks: the template's `enable_thinking`, and the reasoning budget.
+fn thinking(
+    thinking: Option<&Thinking>,
+) -> std::result::Result<(Map<String, Value>, BudgetTokens), ApiError> {
+    let mut kwargs = Map::new();
+    let budget = match thinking {
+        Some(Thinking::Enabled { budget_tokens }) => {
+            kwargs.insert("enable_thinking".into(), json!(true));
+            match budget_tokens.map(u32::try_from) {
+                None => BudgetTokens::ServerDefault,
+                Some(Ok(n)) => BudgetTokens::Tokens(n),
+                Some(Err(_)) => {
+                    return Err(ApiError::bad_request(format!(
+                        "`thinking.budget_tokens` is {}: give a number of tokens",
+                        budget_tokens.unwrap_or_default()
+                    )))
+                }
+            }
+        }
+        Some(Thinking::Adaptive {}) => {
+            kwargs.insert("enable_thinking".into(), json!(true));
+            BudgetTokens::ServerDefault
+        }
+        Some(Thinking::Disabled) => {
+            kwargs.insert("enable_thinking".into(), json!(false));
+            BudgetTokens::ServerDefault
+        }
+        None => BudgetTokens::ServerDefault,
+    };
+    Ok((kwargs, budget))
+}
+
 /// The request as a prepared generation.
 fn prepared(
     state: &AppState,
@@ -271,16 +308,7 @@ fn prepared(
         }) => (ToolChoice::Function(name.clone()), d == &Some(false)),
         Some(WireToolChoice::None) => (ToolChoice::None, false),
     };
-    let mut kwargs = Map::new();
-    match req.thinking {
-        Some(Thinking::Enabled { .. }) => {
-            kwargs.insert("enable_thinking".into(), json!(true));
-        }
-        Some(Thinking::Disabled) => {
-            kwargs.insert("enable_thinking".into(), json!(false));
-        }
-        None => {}
-    }
+    let (kwargs, budget) = thinking(req.thinking.as_ref())?;
     let ask = OutputAsk {
         tools: match &tools {
             Some(t) => output::openai_tools(t)?,
@@ -289,6 +317,10 @@ fn prepared(
         tool_choice: choice,
         parallel_tool_calls: parallel,
         reasoning: ReasoningFormat::DeepSeek,
+        budget: BudgetAsk {
+            tokens: budget,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let asked = Asked {
@@ -322,15 +354,18 @@ async fn count_tokens(
     let loaded = loaded(&state)?;
     let messages = template_messages(&req)?;
     let tools = req.tools.as_deref().map(openai_tools);
-    let prompt = loaded
-        .chat
-        .render(&loaded.engine, &messages, tools.as_ref(), None)
-        .map_err(|e| {
-            ApiError::bad_request(format!(
-                "cannot render the messages with the chat template: {e}"
-            ))
-        })?;
-    let n = loaded.engine.tokenize(&prompt, true, true).len();
+    let (kwargs, _) = thinking(req.thinking.as_ref())?;
+    // As the request would render it, whatever its length: a client counts to learn
+    // whether it fits.
+    let n = chat_tokens(
+        loaded,
+        &ChatInput {
+            messages: &messages,
+            tools: tools.as_ref(),
+            kwargs: (!kwargs.is_empty()).then_some(&kwargs),
+        },
+    )?
+    .len();
     Ok(Json(json!({"input_tokens": n})))
 }
 
@@ -483,9 +518,10 @@ impl StreamState {
             Event::Done {
                 finish_reason,
                 completion_tokens,
+                reasoning_tokens,
             } => {
                 self.close();
-                self.usage.completion = completion_tokens as u64;
+                self.usage.finished(completion_tokens, reasoning_tokens);
                 let (reason, seq) = stop_reason(&finish_reason);
                 self.pending.push_back(named(
                     "message_delta",

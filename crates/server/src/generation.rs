@@ -12,8 +12,8 @@ use epm_chat::{OutputParser, ToolCall};
 use epm_core::prompt_store::PromptStore;
 use epm_core::stats::RunStats;
 use epm_engine::generation::{
-    Constraint, Event, EventSink, FinishReason, Generator, Job, LineLimits, SinkGoneProbe,
-    TokenLogprob,
+    Constraint, Event, EventSink, FinishReason, Generator, Job, LineLimits, ReasoningBudget,
+    SinkGoneProbe, TokenLogprob,
 };
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::prompt_folder::{PromptFolder, StoreKey};
@@ -127,12 +127,14 @@ pub struct Prepared {
     /// Log-probabilities per token with this many alternatives (`None`: none).
     pub logprobs: Option<usize>,
     pub line_limits: LineLimits,
+    pub reasoning_budget: Option<ReasoningBudget>,
 }
 
 impl Prepared {
     pub fn with_output(mut self, plan: OutputPlan) -> Prepared {
         self.constraint = plan.constraint;
         self.parser = plan.parser;
+        self.reasoning_budget = plan.budget;
         self
     }
 
@@ -288,6 +290,7 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
         parser: OutputParser::new(None, None),
         logprobs: None,
         line_limits: LineLimits::default(),
+        reasoning_budget: None,
     })
 }
 
@@ -309,17 +312,29 @@ pub fn prepare_chat(
     ask: &OutputAsk,
     asked: &Asked,
 ) -> Result<Prepared, ApiError> {
-    let prompt = loaded
+    let prompt = render_chat(loaded, &chat)?;
+    let plan = ask.plan(loaded, Some(&prompt))?;
+    let tokens = loaded.engine.tokenize(&prompt, true, true);
+    Ok(prepare(loaded, tokens, asked)?.with_output(plan))
+}
+
+fn render_chat(loaded: &Loaded, chat: &ChatInput<'_>) -> Result<String, ApiError> {
+    loaded
         .chat
         .render(&loaded.engine, chat.messages, chat.tools, chat.kwargs)
         .map_err(|e| {
             ApiError::bad_request(format!(
                 "cannot render the messages with the chat template: {e}"
             ))
-        })?;
-    let plan = ask.plan(loaded, Some(&prompt))?;
-    let tokens = loaded.engine.tokenize(&prompt, true, true);
-    Ok(prepare(loaded, tokens, asked)?.with_output(plan))
+        })
+}
+
+/// The prompt tokens of a conversation, as a request for it would evaluate them: what the
+/// token-counting endpoints answer.
+pub fn chat_tokens(loaded: &Loaded, chat: &ChatInput<'_>) -> Result<Vec<i32>, ApiError> {
+    Ok(loaded
+        .engine
+        .tokenize(&render_chat(loaded, chat)?, true, true))
 }
 
 /// The model, or 503 while it loads.
@@ -424,7 +439,8 @@ pub fn submit(state: &AppState, p: Prepared) -> Result<UnboundedReceiver<Event>,
         .with_constraint(p.constraint)
         .with_parser(p.parser)
         .with_logprobs(p.logprobs)
-        .with_line_limits(p.line_limits);
+        .with_line_limits(p.line_limits)
+        .with_reasoning_budget(p.reasoning_budget);
     let sent = state
         .jobs
         .lock()
@@ -443,6 +459,8 @@ pub struct Usage {
     /// Prompt tokens reused from a slot's cache.
     pub cached: u64,
     pub completion: u64,
+    /// Of the completion, tokens generated inside reasoning blocks.
+    pub reasoning: u64,
     /// When the prefill ended ([`Event::Started`] arrived): the prompt's time is from the
     /// request's start to this, the generation's from this to the end.
     pub prompt_done: Option<std::time::Instant>,
@@ -454,6 +472,12 @@ impl Usage {
         self.prompt = prompt_tokens as u64;
         self.cached = cached_tokens as u64;
         self.prompt_done = Some(std::time::Instant::now());
+    }
+
+    /// Record [`Event::Done`]'s counts.
+    pub fn finished(&mut self, completion_tokens: usize, reasoning_tokens: usize) {
+        self.completion = completion_tokens as u64;
+        self.reasoning = reasoning_tokens as u64;
     }
 
     /// The prompt's and the generation's time, for a request that began at `start`.
@@ -496,8 +520,9 @@ pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiE
             Event::Done {
                 finish_reason,
                 completion_tokens,
+                reasoning_tokens,
             } => {
-                usage.completion = completion_tokens as u64;
+                usage.finished(completion_tokens, reasoning_tokens);
                 return Ok(Collected {
                     text,
                     reasoning,
@@ -574,6 +599,7 @@ pub(crate) fn engine_main(
         n_ctx_per_seq: session.n_ctx_per_seq(),
         n_batch: opts.session.n_batch,
         identity,
+        budget: opts.reasoning_budget,
     });
     // A shutdown stops the batch in flight rather than waiting for it.
     session.abort_when(state.server.stopping.clone());

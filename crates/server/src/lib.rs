@@ -65,6 +65,8 @@ pub struct ServerOptions {
     pub stats: Arc<RunStats>,
     /// Where and how prompt prefixes are put aside (`None`: not at all).
     pub prompt_store: Option<PromptStoreOptions>,
+    /// The reasoning budget of requests that set none (`--reasoning-budget`).
+    pub reasoning_budget: output::BudgetDefaults,
 }
 
 /// The prompt store of a server (`epm_engine::prompt_folder`).

@@ -28,7 +28,7 @@ use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{
     collect, loaded, prepare, submit, Asked, SamplerExtras, Usage, WirePrompt,
 };
-use crate::output::{Format, OutputAsk, ReasoningEffort, ReasoningFormat};
+use crate::output::{self, Format, OutputAsk, ReasoningEffort, ReasoningFormat};
 use crate::state::{AppState, Loaded};
 
 pub struct LlamaCppError(pub ApiError);
@@ -131,6 +131,8 @@ struct Settings {
     /// Answer only these fields (paths such as `timings/prompt_n`), as the keys of a flat
     /// object; not streamed answers.
     response_fields: Option<Vec<String>>,
+    #[serde(flatten)]
+    budget: output::WireBudget,
     #[serde(flatten)]
     extras: SamplerExtras,
 }
@@ -279,6 +281,7 @@ async fn complete(
         },
         grammar: req.grammar.clone(),
         reasoning: ReasoningFormat::None,
+        budget: req.budget.ask()?,
         ..Default::default()
     };
     let plan = ask.plan(loaded, None)?;
@@ -341,9 +344,10 @@ async fn complete(
                         Event::Done {
                             finish_reason,
                             completion_tokens,
+                            reasoning_tokens,
                         } => {
                             let (kind, word) = stop_type(&finish_reason);
-                            usage.completion = completion_tokens as u64;
+                            usage.finished(completion_tokens, reasoning_tokens);
                             (
                                 json!({"content": "", "stop": true, "stop_type": kind, "stopping_word": word,
                                    "tokens_predicted": completion_tokens,

@@ -350,8 +350,9 @@ fn ndjson(
                     Event::Done {
                         finish_reason,
                         completion_tokens,
+                        reasoning_tokens,
                     } => {
-                        s.usage.completion = completion_tokens as u64;
+                        s.usage.finished(completion_tokens, reasoning_tokens);
                         line.extend(piece("", None, None));
                         line.insert("done".into(), json!(true));
                         line.insert("done_reason".into(), json!(done_reason(&finish_reason)));

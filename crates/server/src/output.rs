@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use epm_chat::{compile_schema, OutputParser, ReasoningSplit, ToolFamily, ToolSpec};
-use epm_engine::generation::Constraint;
+use epm_engine::generation::{Constraint, ReasoningBudget};
 use epm_engine::SamplingParams;
 
 use crate::error::ApiError;
@@ -93,6 +93,101 @@ impl ReasoningEffort {
     }
 }
 
+/// How many tokens a reasoning block may take before its close is forced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BudgetTokens {
+    /// The server's `--reasoning-budget`.
+    #[default]
+    ServerDefault,
+    Unlimited,
+    Tokens(u32),
+}
+
+impl BudgetTokens {
+    /// llama-server's number (`-1`: unlimited, `0` or more: a budget), from the request's
+    /// `field`; absent, the server's default.
+    pub fn from_wire(n: Option<i64>, field: &str) -> Result<BudgetTokens, ApiError> {
+        match n {
+            None => Ok(BudgetTokens::ServerDefault),
+            Some(-1) => Ok(BudgetTokens::Unlimited),
+            Some(n) => u32::try_from(n).map(BudgetTokens::Tokens).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "`{field}` is {n}: give a number of tokens (0 closes the reasoning at once), or -1 for no budget"
+                ))
+            }),
+        }
+    }
+}
+
+/// What a request asks of the reasoning budget (llama-server's `thinking_budget_tokens`
+/// and `reasoning_budget_*`, Anthropic's `thinking.budget_tokens`).
+#[derive(Debug, Clone, Default)]
+pub struct BudgetAsk {
+    pub tokens: BudgetTokens,
+    /// Written before the close when the budget is spent (default: the server's
+    /// `--reasoning-budget-message`).
+    pub message: Option<String>,
+    /// The block's opening and closing tags, when the request gives them (`/completion`);
+    /// otherwise the chat template's.
+    pub tags: Option<(String, String)>,
+    /// Count from the first generated token: the prompt opened the block.
+    pub arm_immediately: bool,
+}
+
+/// llama-server's names for a request's reasoning budget, taken by the OpenAI-style and
+/// native endpoints. Clients send `thinking_budget_tokens` or `reasoning_budget_tokens`
+/// (llama-server's trees read one or the other), often both.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WireBudget {
+    pub thinking_budget_tokens: Option<i64>,
+    pub reasoning_budget_tokens: Option<i64>,
+    pub reasoning_budget_message: Option<String>,
+    pub reasoning_budget_start_tag: Option<String>,
+    pub reasoning_budget_end_tag: Option<String>,
+    #[serde(default)]
+    pub reasoning_budget_arm_immediately: bool,
+}
+
+impl WireBudget {
+    pub fn ask(&self) -> Result<BudgetAsk, ApiError> {
+        let (field, n) = match (self.thinking_budget_tokens, self.reasoning_budget_tokens) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(ApiError::bad_request(format!(
+                    "`thinking_budget_tokens` ({a}) and `reasoning_budget_tokens` ({b}) differ: send one"
+                )))
+            }
+            (Some(a), _) => ("thinking_budget_tokens", Some(a)),
+            (None, b) => ("reasoning_budget_tokens", b),
+        };
+        let tags = match (&self.reasoning_budget_start_tag, &self.reasoning_budget_end_tag) {
+            (None, None) => None,
+            (Some(open), Some(close)) if !open.is_empty() && !close.is_empty() => {
+                Some((open.clone(), close.clone()))
+            }
+            _ => {
+                return Err(ApiError::bad_request(
+                    "give both `reasoning_budget_start_tag` and `reasoning_budget_end_tag`, neither empty, or neither (the chat template's tags)",
+                ))
+            }
+        };
+        Ok(BudgetAsk {
+            tokens: BudgetTokens::from_wire(n, field)?,
+            message: self.reasoning_budget_message.clone(),
+            tags,
+            arm_immediately: self.reasoning_budget_arm_immediately,
+        })
+    }
+}
+
+/// The server's reasoning budget for requests that do not set one.
+#[derive(Debug, Clone, Default)]
+pub struct BudgetDefaults {
+    /// `--reasoning-budget` (`None`: unlimited).
+    pub tokens: Option<u32>,
+    /// `--reasoning-budget-message`.
+    pub message: String,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct OutputAsk {
     pub tools: Vec<ToolSpec>,
@@ -102,12 +197,14 @@ pub struct OutputAsk {
     /// A GBNF grammar given as is (llama-server's `grammar`).
     pub grammar: Option<String>,
     pub reasoning: ReasoningFormat,
+    pub budget: BudgetAsk,
 }
 
 /// The core's side of an [`OutputAsk`].
 pub struct OutputPlan {
     pub constraint: Option<Constraint>,
     pub parser: OutputParser,
+    pub budget: Option<ReasoningBudget>,
 }
 
 /// The function tools of an OpenAI-style `tools` array (`[{"type": "function", "function":
@@ -212,20 +309,13 @@ impl OutputAsk {
                 .sampler(&SamplingParams::default(), Some(c), &[])
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
-        let reasoning = match (self.reasoning, prompt, loaded.chat.source()) {
-            // Harmony's reasoning is its analysis channel; the parser knows it.
-            (ReasoningFormat::DeepSeek, Some(_), Some(_))
-                if family == Some(ToolFamily::Harmony) =>
-            {
-                Some(ReasoningSplit {
-                    open: "<|channel|>analysis".into(),
-                    close: "<|end|>".into(),
-                    starts_open: false,
-                })
-            }
-            (ReasoningFormat::DeepSeek, Some(p), Some(src)) => ReasoningSplit::for_template(src, p),
+        let tags = loaded.chat.reasoning_tags(prompt.unwrap_or(""));
+        let reasoning = match (self.reasoning, prompt) {
+            (ReasoningFormat::DeepSeek, Some(_)) => tags.clone(),
             _ => None,
         };
+        let strict = matches!(constraint, Some(Constraint::Grammar(_)));
+        let budget = self.reasoning_budget(loaded, tags.as_ref(), prompt.is_some(), strict)?;
         // Harmony replies are channels whether or not tools are given.
         let parse_family = match family {
             Some(ToolFamily::Harmony) if prompt.is_some() => family,
@@ -235,6 +325,55 @@ impl OutputAsk {
         Ok(OutputPlan {
             constraint,
             parser: OutputParser::new(parse_family, reasoning),
+            budget,
         })
+    }
+
+    /// The reasoning budget for a reply whose template's reasoning tags are `tags`: a
+    /// chat's counts its reasoning tokens even without a limit. A chat whose template
+    /// writes no reasoning blocks gets none (agents send a budget to every model); a raw
+    /// prompt's budget needs tags, from the request or the template. Under a `strict`
+    /// grammar, which holds from the first token, a close cannot be forced: blocks are only
+    /// counted.
+    fn reasoning_budget(
+        &self,
+        loaded: &Loaded,
+        tags: Option<&ReasoningSplit>,
+        chat: bool,
+        strict: bool,
+    ) -> Result<Option<ReasoningBudget>, ApiError> {
+        let ask = &self.budget;
+        let tokens = match ask.tokens {
+            // The server's budget is for chats: a raw prompt's reasoning is its writer's.
+            BudgetTokens::ServerDefault if chat => loaded.budget.tokens,
+            BudgetTokens::ServerDefault | BudgetTokens::Unlimited => None,
+            BudgetTokens::Tokens(n) => Some(n),
+        }
+        .filter(|_| !strict);
+        if tokens.is_none() && !chat {
+            return Ok(None);
+        }
+        let (open, close, starts_open) = match (&ask.tags, tags) {
+            (Some((open, close)), _) => (open.as_str(), close.as_str(), false),
+            (None, Some(t)) => (t.open.as_str(), t.close.as_str(), t.starts_open),
+            (None, None) if chat => return Ok(None),
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "a reasoning budget needs the reasoning block's tags, and this model's chat template writes none: give `reasoning_budget_start_tag` and `reasoning_budget_end_tag`",
+                ))
+            }
+        };
+        let message = ask.message.as_deref().unwrap_or(&loaded.budget.message);
+        loaded
+            .engine
+            .reasoning_budget(
+                tokens,
+                open,
+                close,
+                message,
+                starts_open || ask.arm_immediately,
+            )
+            .map(Some)
+            .map_err(|e| ApiError::bad_request(e.to_string()))
     }
 }

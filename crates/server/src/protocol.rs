@@ -42,7 +42,14 @@ impl Protocol {
         if path.starts_with("/v1/messages") {
             Protocol::Anthropic
         } else if path.starts_with("/v1/")
-            || ["/chat/completions", "/models", "/responses"].contains(&path)
+            || [
+                "/chat/completions",
+                "/chat/completions/input_tokens",
+                "/models",
+                "/responses",
+                "/responses/input_tokens",
+            ]
+            .contains(&path)
         {
             Protocol::OpenAi
         } else if path.starts_with("/api/") {
@@ -243,4 +250,31 @@ pub async fn cors(State(state): State<Arc<AppState>>, req: Request, next: Next) 
 
 fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("null"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Protocol;
+
+    #[test]
+    fn paths_name_their_protocol_with_or_without_v1() {
+        for path in [
+            "/v1/chat/completions",
+            "/chat/completions",
+            "/chat/completions/input_tokens",
+            "/v1/chat/completions/input_tokens",
+            "/responses",
+            "/responses/input_tokens",
+            "/v1/responses/input_tokens",
+            "/models",
+        ] {
+            assert_eq!(Protocol::of(path), Protocol::OpenAi, "{path}");
+        }
+        assert_eq!(
+            Protocol::of("/v1/messages/count_tokens"),
+            Protocol::Anthropic
+        );
+        assert_eq!(Protocol::of("/api/chat"), Protocol::Ollama);
+        assert_eq!(Protocol::of("/completion"), Protocol::LlamaCpp);
+    }
 }

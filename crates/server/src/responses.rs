@@ -4,6 +4,7 @@
 //! message, function calls), or the typed stream events (`response.created`,
 //! `response.output_text.delta`, `response.function_call_arguments.delta`,
 //! `response.completed` ...). Stateless: `previous_response_id` is refused with a 400.
+//! `POST /v1/responses/input_tokens` counts a request's input tokens.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -18,13 +19,15 @@ use axum::routing::post;
 use axum::{Json, Router};
 use futures_util::stream::Stream;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use epm_engine::generation::{Event, FinishReason};
 
 use crate::error::{parse_json, ApiError};
-use crate::generation::{self, collect, loaded, prepare_chat, submit, Asked, ChatInput};
+use crate::generation::{
+    self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
+};
 use crate::openai::wire::{new_id, now, ToolChoice};
 use crate::openai::OpenAiError;
 use crate::output::{self, Format, OutputAsk, ReasoningEffort};
@@ -36,6 +39,8 @@ pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/v1/responses", post(responses))
         .route("/responses", post(responses))
+        .route("/v1/responses/input_tokens", post(input_tokens))
+        .route("/responses/input_tokens", post(input_tokens))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -66,6 +71,9 @@ struct ResponsesRequest {
     text: Option<TextOptions>,
     reasoning: Option<ReasoningOptions>,
     previous_response_id: Option<String>,
+    /// llama-server's reasoning budget, as the chat endpoint takes it.
+    #[serde(flatten)]
+    budget: output::WireBudget,
 }
 
 /// `reasoning`: only its `effort` reaches the model (the template).
@@ -189,7 +197,7 @@ fn text_format(f: Option<&Value>) -> std::result::Result<Format, ApiError> {
 
 fn usage(u: &generation::Usage) -> Value {
     json!({"input_tokens": u.prompt, "input_tokens_details": {"cached_tokens": u.cached},
-           "output_tokens": u.completion, "output_tokens_details": {"reasoning_tokens": 0},
+           "output_tokens": u.completion, "output_tokens_details": {"reasoning_tokens": u.reasoning},
            "total_tokens": u.prompt + u.completion})
 }
 
@@ -227,6 +235,40 @@ fn reasoning_item(text: &str) -> Value {
            "content": [{"type": "reasoning_text", "text": text}]})
 }
 
+/// What the template renders of a request: its messages, tools and variables.
+type ChatParts = (Vec<Value>, Option<Value>, Option<Map<String, Value>>);
+
+fn chat_parts(req: &ResponsesRequest) -> std::result::Result<ChatParts, ApiError> {
+    let messages = template_messages(req)?;
+    let tools = req.tools.as_deref().map(chat_tools).transpose()?;
+    let kwargs =
+        ReasoningEffort::template_kwargs(req.reasoning.as_ref().and_then(|r| r.effort), None);
+    Ok((messages, tools, kwargs))
+}
+
+/// `POST /v1/responses/input_tokens`: the input tokens the same request would evaluate,
+/// whatever their number (a client counts to learn whether they fit).
+async fn input_tokens(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>> {
+    let req: ResponsesRequest = parse_json(body)?;
+    let loaded = loaded(&state)?;
+    let (messages, tools, kwargs) = chat_parts(&req)?;
+    let n = chat_tokens(
+        loaded,
+        &ChatInput {
+            messages: &messages,
+            tools: tools.as_ref(),
+            kwargs: kwargs.as_ref(),
+        },
+    )?
+    .len();
+    Ok(Json(
+        json!({"object": "response.input_tokens", "input_tokens": n}),
+    ))
+}
+
 async fn responses(
     State(state): State<Arc<AppState>>,
     body: std::result::Result<Bytes, BytesRejection>,
@@ -239,8 +281,7 @@ async fn responses(
         .into());
     }
     let loaded = loaded(&state)?;
-    let messages = template_messages(&req)?;
-    let tools = req.tools.as_deref().map(chat_tools).transpose()?;
+    let (messages, tools, kwargs) = chat_parts(&req)?;
     let choice: output::ToolChoice = match &req.tool_choice {
         None => output::ToolChoice::Auto,
         Some(Value::Object(o)) if o.get("name").is_some() => {
@@ -258,6 +299,7 @@ async fn responses(
         tool_choice: choice,
         parallel_tool_calls: req.parallel_tool_calls.unwrap_or(false),
         format: text_format(req.text.as_ref().and_then(|t| t.format.as_ref()))?,
+        budget: req.budget.ask()?,
         ..Default::default()
     };
     let asked = Asked {
@@ -267,8 +309,6 @@ async fn responses(
         seed: req.seed,
         ..Default::default()
     };
-    let kwargs =
-        ReasoningEffort::template_kwargs(req.reasoning.as_ref().and_then(|r| r.effort), None);
     let chat = ChatInput {
         messages: &messages,
         tools: tools.as_ref(),
@@ -435,9 +475,10 @@ impl StreamState {
             Event::Done {
                 finish_reason,
                 completion_tokens,
+                reasoning_tokens,
             } => {
                 self.close_message();
-                self.usage.completion = completion_tokens as u64;
+                self.usage.finished(completion_tokens, reasoning_tokens);
                 let r = envelope(
                     &self.id,
                     &self.model,

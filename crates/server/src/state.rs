@@ -22,6 +22,8 @@ pub struct Loaded {
     pub n_batch: u32,
     /// The model files as they were when loaded.
     pub identity: ModelIdentity,
+    /// The reasoning budget of requests that set none.
+    pub budget: crate::output::BudgetDefaults,
 }
 
 /// The server's own counts, beside the generation core's.

@@ -12,6 +12,7 @@
 //! job's [`EventSink`], ending in [`FinishReason`]s of its own; adapters translate. It
 //! drives a [`Backend`], which [`Session`] implements and tests fake.
 
+pub mod budget;
 #[cfg(test)]
 mod tests;
 pub mod text;
@@ -35,6 +36,7 @@ use crate::hook::GoneProbe;
 use crate::prompt_folder::PromptFolder;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::session::{PrefillProgress, Prefilled, Session, Step};
+pub use budget::{BudgetError, BudgetState, ReasoningBudget};
 use epm_chat::{OutputParser, Piece};
 pub use text::LineLimits;
 use text::{LineWatch, StopMatcher, Utf8Stream};
@@ -96,7 +98,10 @@ pub trait Backend {
     /// One decode step of every sequence in `steps`; the logits of step `i` are at `i`.
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError>;
     fn logits(&self, index: i32) -> &[f32];
-    fn sample(&mut self, sampler: &mut Self::Sampler, index: i32) -> i32;
+    /// Pick the token for the logits at `index`, and accept it; `forced`: every other
+    /// token's logit is taken as -inf first (a reasoning budget's close), unless the
+    /// sampler's grammar refuses that token.
+    fn sample(&mut self, sampler: &mut Self::Sampler, index: i32, forced: Option<i32>) -> i32;
     fn is_eog(&self, token: i32) -> bool;
     /// The bytes of one token's text as output; special tokens' text only when `special`.
     fn piece(&self, token: i32, special: bool, out: &mut Vec<u8>);
@@ -161,8 +166,8 @@ impl Backend for Session<'_> {
     fn logits(&self, index: i32) -> &[f32] {
         Session::logits(self, index)
     }
-    fn sample(&mut self, sampler: &mut Sampler, index: i32) -> i32 {
-        Session::sample(self, sampler, index)
+    fn sample(&mut self, sampler: &mut Sampler, index: i32, forced: Option<i32>) -> i32 {
+        Session::sample(self, sampler, index, forced)
     }
     fn is_eog(&self, token: i32) -> bool {
         self.engine().is_eog(token)
@@ -246,6 +251,9 @@ pub enum Event {
     Done {
         finish_reason: FinishReason,
         completion_tokens: usize,
+        /// Of them, generated inside reasoning blocks (counted when the job has a
+        /// [`ReasoningBudget`], which may be one without a limit).
+        reasoning_tokens: usize,
     },
     Failed(EngineError),
 }
@@ -291,6 +299,8 @@ pub struct Job {
     pub logprobs: Option<usize>,
     /// Code completion's limits on lines; a generation they end finishes by length.
     pub line_limits: LineLimits,
+    /// Closes reasoning blocks that outrun their budget, and counts their tokens.
+    pub reasoning_budget: Option<ReasoningBudget>,
     pub events: Box<dyn EventSink>,
 }
 
@@ -307,6 +317,7 @@ impl Job {
             parser: OutputParser::new(None, None),
             logprobs: None,
             line_limits: LineLimits::default(),
+            reasoning_budget: None,
             events,
         }
     }
@@ -343,6 +354,11 @@ impl Job {
 
     pub fn with_line_limits(mut self, limits: LineLimits) -> Job {
         self.line_limits = limits;
+        self
+    }
+
+    pub fn with_reasoning_budget(mut self, budget: Option<ReasoningBudget>) -> Job {
+        self.reasoning_budget = budget;
         self
     }
 }
@@ -946,7 +962,12 @@ impl<'b, B: Backend> Generator<'b, B> {
                 w.write_all(&x.to_le_bytes()).map_err(EngineError::Output)?;
             }
         }
-        let token = self.backend.sample(&mut r.sampler, index);
+        let forced = r
+            .job
+            .reasoning_budget
+            .as_ref()
+            .and_then(ReasoningBudget::forced_token);
+        let token = self.backend.sample(&mut r.sampler, index, forced);
         if let Some(k) = r.job.logprobs {
             let lp = self.logprob(index, token, k);
             r.job.events.send(Event::Logprob(lp));
@@ -971,6 +992,9 @@ impl<'b, B: Backend> Generator<'b, B> {
         self.backend
             .piece(token, r.job.parser.wants_special_tokens(), &mut self.piece);
         let mut text = r.utf8.push(&self.piece);
+        if let Some(b) = r.job.reasoning_budget.as_mut() {
+            b.accept(token, r.utf8.at_char_boundary());
+        }
         let mut out_of_lines = false;
         if let Some(w) = r.lines.as_mut() {
             if let Some(keep) = w.push(&text) {
@@ -1031,9 +1055,15 @@ impl<'b, B: Backend> Generator<'b, B> {
                 return;
             }
         }
+        let reasoning_tokens = r
+            .job
+            .reasoning_budget
+            .as_ref()
+            .map_or(0, |b| b.counted() as usize);
         r.job.events.send(Event::Done {
             finish_reason: reason,
             completion_tokens: r.generated as usize,
+            reasoning_tokens,
         });
         self.slot_idle(i);
         self.clock += 1;

@@ -195,12 +195,13 @@ impl Backend for Fake {
     fn logits(&self, _: i32) -> &[f32] {
         &self.logits
     }
-    fn sample(&mut self, _: &mut (), index: i32) -> i32 {
+    fn sample(&mut self, _: &mut (), index: i32, forced: Option<i32>) -> i32 {
         let seq = self.batch[index as usize];
         let (script, at) = self.running.get_mut(&seq).expect("a prefilled sequence");
+        // A forced step takes the place of the script's pick.
         let t = script.get(*at).copied().unwrap_or(EOG);
         *at += 1;
-        t
+        forced.unwrap_or(t)
     }
     fn is_eog(&self, token: i32) -> bool {
         token == EOG
@@ -261,6 +262,7 @@ impl Recorder {
             Event::Done {
                 finish_reason,
                 completion_tokens,
+                ..
             } => Some((finish_reason.clone(), *completion_tokens)),
             _ => None,
         })
@@ -825,6 +827,77 @@ fn reasoning_is_split_out_of_the_content() {
         })
         .collect();
     assert_eq!((reasoning.as_str(), rec.text().as_str()), ("ab", ""));
+}
+
+#[test]
+fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
+    let split = || epm_chat::ReasoningSplit {
+        open: "<think>".into(),
+        close: "</".into(),
+        starts_open: false,
+    };
+    let reasoning = |rec: &Recorder| -> String {
+        rec.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Reasoning(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // The model opens a block ("<think>") and would think on: "a" "b" "c" "a" "b" "c".
+    let script: &[i32] = &[9, 1, 2, 5, 1, 2, 5, 1];
+    let mut fake = Fake::new(1, &[(9, script)]);
+    let mut g = generator(&mut fake);
+    // Budget 2: after "ab", " " (the message) and "</" (the close) are forced; the model's
+    // own picks go on after them.
+    let budget = ReasoningBudget::new(Some(2), vec![9], vec![7], vec![11, 7], false).unwrap();
+    let (j, rec) = job(&[9], 8, &[]);
+    g.submit(
+        j.with_parser(OutputParser::new(None, Some(split())))
+            .with_reasoning_budget(Some(budget)),
+    );
+    g.run_until_idle();
+    assert_eq!(
+        (reasoning(&rec).as_str(), rec.text().as_str()),
+        ("ab ", "bca")
+    );
+    assert_eq!(rec.done(), Some((FinishReason::Length, 8)));
+    assert_eq!(reasoning_tokens(&rec), 2);
+    assert_eq!(
+        *g.backend().stats.generated_ids.lock().unwrap(),
+        [9, 1, 2, 11, 7, 2, 5, 1]
+    );
+    // Without a limit the same script thinks to the end, every token after the opening
+    // counted.
+    let (j, rec) = job(&[9], 8, &[]);
+    let counter = ReasoningBudget::new(None, vec![9], vec![7], vec![7], false).unwrap();
+    g.submit(
+        j.with_parser(OutputParser::new(None, Some(split())))
+            .with_reasoning_budget(Some(counter)),
+    );
+    g.run_until_idle();
+    assert_eq!(
+        (reasoning(&rec).as_str(), rec.text().as_str()),
+        ("abcabca", "")
+    );
+    assert_eq!(reasoning_tokens(&rec), 7);
+}
+
+fn reasoning_tokens(rec: &Recorder) -> usize {
+    rec.events
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|e| match e {
+            Event::Done {
+                reasoning_tokens, ..
+            } => Some(*reasoning_tokens),
+            _ => None,
+        })
+        .unwrap()
 }
 
 #[test]

@@ -39,6 +39,11 @@ impl Utf8Stream {
         }
     }
 
+    /// Whether the bytes so far end on a whole character (none held back).
+    pub fn at_char_boundary(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// What is left at the end of a generation (an incomplete character), as U+FFFD.
     pub fn finish(&mut self) -> String {
         let out = if self.pending.is_empty() {

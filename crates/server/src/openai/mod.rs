@@ -15,7 +15,7 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{self, collect, loaded, prepare, prepare_chat, submit, ChatInput};
@@ -73,6 +73,8 @@ type Result<T> = std::result::Result<T, OpenAiError>;
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/chat/completions/input_tokens", post(chat_input_tokens))
+        .route("/chat/completions/input_tokens", post(chat_input_tokens))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
         .route("/v1/models/{model}", get(model))
@@ -198,6 +200,41 @@ fn top_logprobs(on: bool, top: Option<u32>) -> std::result::Result<Option<usize>
     }
 }
 
+/// A chat request's messages as the template reads them, and its template variables.
+type ChatParts = (Vec<Value>, Option<Map<String, Value>>);
+
+fn chat_parts(req: &ChatRequest) -> Result<ChatParts> {
+    let messages = chat_messages(&req.messages)?;
+    let kwargs = output::ReasoningEffort::template_kwargs(
+        req.reasoning_effort,
+        req.chat_template_kwargs.as_ref(),
+    );
+    Ok((messages, kwargs))
+}
+
+/// `POST /v1/chat/completions/input_tokens` (llama-server's): the prompt tokens the same
+/// request would evaluate, whatever their number.
+async fn chat_input_tokens(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>> {
+    let loaded = loaded(&state)?;
+    let req: ChatRequest = parse_json(body)?;
+    let (messages, kwargs) = chat_parts(&req)?;
+    let n = generation::chat_tokens(
+        loaded,
+        &ChatInput {
+            messages: &messages,
+            tools: req.tools.as_ref(),
+            kwargs: kwargs.as_ref(),
+        },
+    )?
+    .len();
+    Ok(Json(
+        serde_json::json!({"object": "response.input_tokens", "input_tokens": n}),
+    ))
+}
+
 async fn chat(
     State(state): State<Arc<AppState>>,
     body: std::result::Result<Bytes, BytesRejection>,
@@ -210,7 +247,7 @@ async fn chat(
         )
         .into());
     }
-    let messages = chat_messages(&req.messages)?;
+    let (messages, kwargs) = chat_parts(&req)?;
     let tools = match &req.tools {
         Some(t) => output::openai_tools(t)?,
         None => Vec::new(),
@@ -222,13 +259,10 @@ async fn chat(
         format: req.constraints.format(),
         grammar: req.constraints.grammar.clone(),
         reasoning: req.reasoning_format.map(Into::into).unwrap_or_default(),
+        budget: req.budget.ask()?,
     };
     let max = req.max_tokens.or(req.max_completion_tokens);
     let logprobs = top_logprobs(req.logprobs.unwrap_or(false), req.top_logprobs)?;
-    let kwargs = output::ReasoningEffort::template_kwargs(
-        req.reasoning_effort,
-        req.chat_template_kwargs.as_ref(),
-    );
     let chat = ChatInput {
         messages: &messages,
         tools: req.tools.as_ref(),

@@ -190,8 +190,9 @@ impl State {
             Event::Done {
                 finish_reason,
                 completion_tokens,
+                reasoning_tokens,
             } => {
-                self.usage.completion = completion_tokens as u64;
+                self.usage.finished(completion_tokens, reasoning_tokens);
                 let finish = FinishReason::from(&finish_reason);
                 self.pending
                     .push_back(data(&self.shape.chunk(None, false, Some(finish))));

@@ -215,6 +215,8 @@ pub struct ChatRequest {
     pub functions: Option<Value>,
     pub function_call: Option<Value>,
     #[serde(flatten)]
+    pub budget: output::WireBudget,
+    #[serde(flatten)]
     pub constraints: Constraints,
     #[serde(flatten)]
     pub sampling: Sampling,
@@ -265,12 +267,19 @@ pub struct PromptTokensDetails {
     pub cached_tokens: u64,
 }
 
+/// Of the completion: tokens generated inside reasoning blocks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CompletionTokensDetails {
+    pub reasoning_tokens: u64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
     pub prompt_tokens_details: PromptTokensDetails,
+    pub completion_tokens_details: CompletionTokensDetails,
 }
 
 impl From<crate::generation::Usage> for Usage {
@@ -281,6 +290,9 @@ impl From<crate::generation::Usage> for Usage {
             total_tokens: u.prompt + u.completion,
             prompt_tokens_details: PromptTokensDetails {
                 cached_tokens: u.cached,
+            },
+            completion_tokens_details: CompletionTokensDetails {
+                reasoning_tokens: u.reasoning,
             },
         }
     }

@@ -1,0 +1,371 @@
+//! The reasoning budget over real HTTP, on a `-mini` model with random weights: a block
+//! that outruns its budget is closed for the model (its first tokens exactly what an
+//! unbudgeted reply generates, then the close), the text goes on after it, and every
+//! protocol that carries a budget (llama-server's fields, Anthropic's `thinking`, the
+//! server's `--reasoning-budget`) closes the same block at the same place.
+
+mod common;
+
+use common::server::Server;
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The synthetic Qwen3 template with the generation prompt of Qwen3.5 and later templates:
+/// the prompt opens the `<think>` block, so the reply starts inside it.
+fn template_opening_the_block(dir: &Path) -> PathBuf {
+    let stock = include_str!("../crates/synth/src/templates/qwen3-chatml.jinja");
+    let closed = "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
+    assert!(stock.contains(closed), "the stock template changed");
+    let opening = stock.replace(
+        closed,
+        "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}",
+    );
+    let path = dir.join("think-open.jinja");
+    std::fs::write(&path, opening).unwrap();
+    path
+}
+
+fn chat_body(extra: Value) -> Value {
+    merged(
+        json!({"messages": [{"role": "user", "content": "Why is the sky blue?"}],
+               "max_tokens": 24, "temperature": 0}),
+        &extra,
+    )
+}
+
+/// A chat reply's `(reasoning_content, content)`, checked against the same request
+/// streamed.
+fn split(server: &Server, body: &Value) -> (String, String) {
+    split_counted(server, body).0
+}
+
+/// [`split`], and the usage's `reasoning_tokens` (the same streamed).
+fn split_counted(server: &Server, body: &Value) -> ((String, String), u64) {
+    let r = server.chat(body);
+    let counted = r["usage"]["completion_tokens_details"]["reasoning_tokens"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{r}"));
+    let m = &r["choices"][0]["message"];
+    let text = |k: &str| m[k].as_str().unwrap_or("").to_string();
+    let (reasoning, content) = (text("reasoning_content"), text("content"));
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let events = server.stream("/v1/chat/completions", &streamed);
+    let streamed_count = events
+        .iter()
+        .find_map(|e| e["usage"]["completion_tokens_details"]["reasoning_tokens"].as_u64());
+    assert_eq!(streamed_count, Some(counted));
+    let delta = |key: &str| -> String {
+        events
+            .iter()
+            .filter_map(|e| e["choices"][0]["delta"][key].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(
+        (delta("reasoning_content"), delta("content")),
+        (reasoning.clone(), content.clone()),
+        "streamed and not differ"
+    );
+    ((reasoning, content), counted)
+}
+
+fn tokens(server: &Server, text: &str) -> Vec<Value> {
+    server
+        .post(
+            "/tokenize",
+            &json!({"content": text, "parse_special": true}),
+        )
+        .unwrap()["tokens"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn detokenize(server: &Server, ids: &[Value]) -> String {
+    server.post("/detokenize", &json!({"tokens": ids})).unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// `/completion` of `prompt`'s generated token ids, with `extra` settings.
+fn completion_ids(server: &Server, prompt: &str, extra: Value) -> Vec<Value> {
+    let body = merged(
+        json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "return_tokens": true}),
+        &extra,
+    );
+    server.post("/completion", &body).unwrap()["tokens"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let template = template_opening_the_block(dir.path());
+    let server = Server::start(
+        &model,
+        &["--chat-template-file", template.to_str().unwrap()],
+    );
+    let prompt = server
+        .post("/apply-template", &chat_body(json!({})))
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.ends_with("<think>\n"), "{prompt:?}");
+
+    // Without a budget the random model never closes the block: all 24 tokens reason.
+    let free = completion_ids(&server, &prompt, json!({}));
+    let ((reasoning, content), counted) = split_counted(&server, &chat_body(json!({})));
+    assert_eq!((content.as_str(), counted), ("", 24));
+    assert_eq!(reasoning.trim(), detokenize(&server, &free).trim());
+    // The synthetic vocabulary spells `</think>` in several tokens; the close is them all.
+    let close = tokens(&server, "</think>");
+    assert!(!detokenize(&server, &free).contains("</think>"));
+
+    // Budget 5: the first 5 tokens are the free reply's (the budget waits for a whole
+    // character, which the first 5 here are), then the close, then the model's own text.
+    let n = 5;
+    let budgeted = completion_ids(
+        &server,
+        &prompt,
+        json!({"reasoning_budget_tokens": n, "reasoning_budget_arm_immediately": true}),
+    );
+    assert!(!detokenize(&server, &free[..n]).contains('\u{fffd}'));
+    assert_eq!(budgeted[..n], free[..n]);
+    assert_eq!(budgeted[n..n + close.len()], close[..], "{budgeted:?}");
+    assert_eq!(budgeted.len(), 24);
+    let thought = detokenize(&server, &free[..n]);
+    let after = detokenize(&server, &budgeted[n + close.len()..]);
+    assert_ne!(after.trim(), "");
+    for field in ["thinking_budget_tokens", "reasoning_budget_tokens"] {
+        let ((r, c), counted) = split_counted(&server, &chat_body(json!({field: n})));
+        assert_eq!((r.trim(), c.as_str()), (thought.trim(), after.trim_start()));
+        assert_eq!(counted, n as u64);
+    }
+    // The Responses API takes the same fields, and reports the reasoning tokens.
+    let resp = server
+        .post(
+            "/v1/responses",
+            &json!({"input": "Why is the sky blue?", "max_output_tokens": 24, "temperature": 0,
+                    "thinking_budget_tokens": n}),
+        )
+        .unwrap();
+    assert_eq!(
+        resp["usage"]["output_tokens_details"]["reasoning_tokens"], n as u64,
+        "{resp}"
+    );
+    assert_eq!(resp["output"][0]["type"], "reasoning", "{resp}");
+    // Both names at once, equal, are one budget.
+    let both = json!({"thinking_budget_tokens": n, "reasoning_budget_tokens": n});
+    assert_eq!(split(&server, &chat_body(both)).1, after.trim_start());
+
+    // A message written before the close; the model goes on after the close.
+    let message = " Time to answer.";
+    let (r, c) = split(
+        &server,
+        &chat_body(json!({"thinking_budget_tokens": n, "reasoning_budget_message": message})),
+    );
+    let thought_with_message = format!("{}{message}", thought.trim());
+    let with_message = completion_ids(
+        &server,
+        &prompt,
+        json!({"reasoning_budget_tokens": n, "reasoning_budget_arm_immediately": true,
+               "reasoning_budget_message": message}),
+    );
+    let closed_at = with_message
+        .windows(close.len())
+        .position(|w| w == &close[..])
+        .unwrap();
+    assert!(closed_at > n, "{with_message:?}");
+    let after_message = detokenize(&server, &with_message[closed_at + close.len()..]);
+    assert_eq!(
+        (r.trim(), c.as_str()),
+        (thought_with_message.trim(), after_message.trim_start())
+    );
+
+    // Budget 0: the block is closed at once, and the whole reply is content.
+    let ((r, c), counted) =
+        split_counted(&server, &chat_body(json!({"thinking_budget_tokens": 0})));
+    assert_eq!((r.as_str(), counted), ("", 0));
+    assert_ne!(c, "");
+
+    // Anthropic's `thinking.budget_tokens` closes the same block at the same place.
+    let msg = server
+        .post(
+            "/v1/messages",
+            &json!({"model": "m", "max_tokens": 24, "temperature": 0,
+                    "thinking": {"type": "enabled", "budget_tokens": n},
+                    "messages": [{"role": "user", "content": "Why is the sky blue?"}]}),
+        )
+        .unwrap();
+    let blocks = msg["content"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "thinking", "{msg}");
+    assert_eq!(
+        blocks[0]["thinking"].as_str().unwrap().trim(),
+        thought.trim()
+    );
+    assert_eq!(blocks[1]["text"], after.trim_start(), "{msg}");
+    // `adaptive` thinking is taken (thinking on, no budget of its own).
+    let adaptive = server
+        .post(
+            "/v1/messages",
+            &json!({"model": "m", "max_tokens": 8, "temperature": 0,
+                    "thinking": {"type": "adaptive"},
+                    "messages": [{"role": "user", "content": "Why is the sky blue?"}]}),
+        )
+        .unwrap();
+    assert_eq!(adaptive["content"][0]["type"], "thinking", "{adaptive}");
+
+    // What cannot be a budget is a 400 that says why.
+    for (body, says) in [
+        (json!({"thinking_budget_tokens": -3}), "-1 for no budget"),
+        (
+            json!({"thinking_budget_tokens": 3, "reasoning_budget_tokens": 4}),
+            "differ",
+        ),
+        (
+            json!({"thinking_budget_tokens": 3, "reasoning_budget_start_tag": "<think>"}),
+            "reasoning_budget_end_tag",
+        ),
+    ] {
+        let (code, v, _) = server
+            .post("/v1/chat/completions", &chat_body(body))
+            .unwrap_err();
+        assert_eq!(code, 400, "{v}");
+        assert!(v.to_string().contains(says), "{v}");
+    }
+    let (code, v, _) = server
+        .post(
+            "/v1/messages",
+            &json!({"model": "m", "max_tokens": 8,
+                    "thinking": {"type": "enabled", "budget_tokens": -5},
+                    "messages": [{"role": "user", "content": "Hi"}]}),
+        )
+        .unwrap_err();
+    assert_eq!(code, 400, "{v}");
+    assert!(v.to_string().contains("budget_tokens"), "{v}");
+    drop(server);
+
+    // The server's `--reasoning-budget` is the budget of chats that set none; a request's
+    // -1 lifts it.
+    let server = Server::start(
+        &model,
+        &[
+            "--chat-template-file",
+            template.to_str().unwrap(),
+            "--reasoning-budget",
+            "5",
+            "--reasoning-budget-message",
+            message,
+        ],
+    );
+    let (r, c) = split(&server, &chat_body(json!({})));
+    assert_eq!(
+        (r.trim(), c.as_str()),
+        (thought_with_message.trim(), after_message.trim_start())
+    );
+    let (r, c) = split(&server, &chat_body(json!({"thinking_budget_tokens": -1})));
+    assert_eq!((r.trim(), c.as_str()), (reasoning.trim(), ""));
+    // A raw prompt is its writer's: the server's budget does not reach `/completion`.
+    assert_eq!(completion_ids(&server, &prompt, json!({})), free);
+}
+
+/// A block the model opens itself is counted from its opening, a forced close beats even a
+/// +100 bias, and a new opening gets a fresh budget: with the opening tag forced at every
+/// step, the tokens cycle exactly. The tags are the request's own (two control tokens).
+#[test]
+fn a_block_the_model_opens_is_counted_and_each_new_one_rearms() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &[]);
+    // Control tokens that do not end a generation (llama.cpp ends one at `<|fim_pad|>`).
+    let (open_tag, close_tag) = ("<|fim_prefix|>", "<|fim_suffix|>");
+    let open = tokens(&server, open_tag);
+    let close = tokens(&server, close_tag);
+    assert_eq!((open.len(), close.len()), (1, 1));
+    let ids = completion_ids(
+        &server,
+        "Hello",
+        json!({"n_predict": 12, "logit_bias": [[open[0], 100]], "reasoning_budget_tokens": 2,
+               "reasoning_budget_start_tag": open_tag, "reasoning_budget_end_tag": close_tag}),
+    );
+    let (o, c) = (open[0].clone(), close[0].clone());
+    // The opening, 2 counted tokens, the close; then again.
+    let cycle = [o.clone(), o.clone(), o.clone(), c.clone()];
+    let expected: Vec<Value> = cycle.iter().cycle().take(12).cloned().collect();
+    assert_eq!(ids, expected);
+    // Without the budget the bias alone holds.
+    let free = completion_ids(
+        &server,
+        "Hello",
+        json!({"n_predict": 12, "logit_bias": [[open[0], 100]]}),
+    );
+    assert!(free.iter().all(|t| *t == o), "{free:?}");
+}
+
+/// `generate --chat` takes the same template and budget; without `--chat` they are a
+/// usage error.
+#[test]
+fn generate_chat_closes_the_block_at_its_budget() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let template = template_opening_the_block(dir.path());
+    let chat = |extra: &[&str]| -> String {
+        let mut child = Command::new(bin())
+            .args(["generate", "-m", model.to_str().unwrap(), "--chat"])
+            .args(["--chat-template-file", template.to_str().unwrap()])
+            .args(["-n", "16", "--temp", "0", "-c", "512", "-t", "2"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "Why is the sky blue?").unwrap();
+        drop(stdin);
+        ok(&child.wait_with_output().unwrap())
+    };
+    let free = chat(&[]);
+    let budgeted = chat(&[
+        "--reasoning-budget",
+        "3",
+        "--reasoning-budget-message",
+        "@@",
+    ]);
+    assert!(!free.contains("</think>"), "{free:?}");
+    // The reply is the free reply's first three tokens, the message and the close, then
+    // the model's text after it.
+    let at = budgeted
+        .find("@@</think>")
+        .unwrap_or_else(|| panic!("{budgeted:?}"));
+    let thought = budgeted[..at].trim_start_matches("> ");
+    assert!(!thought.is_empty() && free.trim_start_matches("> ").starts_with(thought));
+    assert!(
+        budgeted[at + "@@</think>".len()..].trim().len() > 1,
+        "{budgeted:?}"
+    );
+
+    let out = epm(&[
+        "generate",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        "Hi",
+        "--reasoning-budget",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("are for --chat"));
+}
