@@ -745,4 +745,37 @@ fn reasoning_effort_reaches_the_template() {
         .unwrap()
         .to_string();
     assert!(prompt.contains("Reasoning: low"), "{prompt}");
+    // Ollama's `think` takes a level too: thinking on, and the level to the template, as
+    // the chat's `reasoning_effort` (the same prompt, token for token); `true` keeps the
+    // template's own level.
+    let ollama = |think: Value| {
+        server.post(
+            "/api/chat",
+            &json!({"model": "m", "stream": false, "messages": msgs, "think": think,
+                    "options": {"num_predict": 1}}),
+        )
+    };
+    let chat_prompt = |effort: Option<&str>| {
+        let mut body = json!({"messages": msgs, "max_tokens": 1});
+        if let Some(e) = effort {
+            body["reasoning_effort"] = json!(e);
+        }
+        server.post("/v1/chat/completions", &body).unwrap()["usage"]["prompt_tokens"].clone()
+    };
+    for level in ["low", "medium", "high"] {
+        let r = ollama(json!(level)).unwrap();
+        assert_eq!(
+            r["prompt_eval_count"],
+            chat_prompt(Some(level)),
+            "{level}: {r}"
+        );
+    }
+    assert_eq!(
+        ollama(json!(true)).unwrap()["prompt_eval_count"],
+        chat_prompt(None)
+    );
+    assert_ne!(chat_prompt(Some("low")), chat_prompt(Some("medium")));
+    let (code, v, _) = ollama(json!("extreme")).unwrap_err();
+    assert_eq!(code, 400);
+    assert!(v["error"].as_str().unwrap().contains("\"low\""), "{v}");
 }

@@ -42,6 +42,11 @@ def main():
         msgs = [{"role": "user", "content": "Name a colour."}]
         r = client.chat(model="qwen3-30b-a3b-mini", messages=msgs, options=greedy)
         checks["chat"] = {"content": r.message.content, "done_reason": r.done_reason, "eval_count": r.eval_count}
+        # `think` as a level: thinking on (Qwen3's template ignores the level itself), so the
+        # same prompt as `think=True`.
+        levels = {str(t): client.chat(model="m", messages=msgs, think=t, options=greedy).prompt_eval_count
+                  for t in [True, False, "high"]}
+        checks["think"] = levels
         parts = [c.message.content for c in client.chat(model="whatever:latest", messages=msgs, options=greedy,
                                                         stream=True)]
         checks["chat_stream"] = {"content": "".join(parts), "same_as_not_streamed": "".join(parts) == r.message.content}
@@ -107,6 +112,7 @@ def main():
           and checks["load_only"] == {"chat": [True, "load"], "generate": [True, "load"], "unload": [True, "unload"]}
           and checks["suffix"]["same_as_openai_completions"] and checks["suffix"]["response"]
           and "insert" in checks["show"]["capabilities"]
+          and checks["think"]["high"] == checks["think"]["True"] != checks["think"]["False"]
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",

@@ -24,7 +24,7 @@ use crate::generation::{
     self, collect, loaded, prepare, prepare_chat, submit, Asked, ChatInput, SamplerExtras,
     WirePrompt,
 };
-use crate::output::{self, Format, OutputAsk, ReasoningFormat};
+use crate::output::{self, Format, OutputAsk, ReasoningEffort, ReasoningFormat};
 use crate::state::AppState;
 
 /// An error in Ollama's shape: `{"error": "..."}`.
@@ -86,9 +86,18 @@ struct ChatRequest {
     #[serde(default)]
     options: Options,
     stream: Option<bool>,
-    think: Option<bool>,
+    think: Option<Value>,
     /// `0` asks to unload the model; as it stays loaded here, only the answer differs.
     keep_alive: Option<Value>,
+}
+
+/// `think`: on or off, or a level (`"low"`, `"medium"`, `"high"`: thinking on, and the level
+/// to the template as `reasoning_effort`, which gpt-oss's reads).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum Think {
+    On(bool),
+    Level(ReasoningEffort),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -101,7 +110,7 @@ struct GenerateRequest {
     #[serde(default)]
     options: Options,
     stream: Option<bool>,
-    think: Option<bool>,
+    think: Option<Value>,
     images: Option<Vec<Value>>,
     /// Fill-in-the-middle: the text after the cursor.
     suffix: Option<String>,
@@ -373,15 +382,35 @@ fn ndjson(
     })
 }
 
-fn think(t: Option<bool>) -> (ReasoningFormat, Option<Map<String, Value>>) {
-    match t {
-        Some(on) => {
-            let mut m = Map::new();
-            m.insert("enable_thinking".into(), json!(on));
-            (ReasoningFormat::DeepSeek, Some(m))
+fn think(t: Option<&Value>) -> Result<(ReasoningFormat, Option<Map<String, Value>>)> {
+    let levels = [
+        ReasoningEffort::Low,
+        ReasoningEffort::Medium,
+        ReasoningEffort::High,
+    ];
+    let think = match t {
+        None | Some(Value::Null) => None,
+        Some(v) => match serde_json::from_value::<Think>(v.clone()) {
+            Ok(Think::Level(l)) if !levels.contains(&l) => None,
+            Ok(t) => Some(t),
+            Err(_) => None,
         }
-        None => (ReasoningFormat::DeepSeek, None),
-    }
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`think` is {v}: give true, false, \"low\", \"medium\" or \"high\""
+            ))
+        })?,
+    };
+    let kwargs = match think {
+        None => None,
+        Some(Think::On(on)) => Some(Map::from_iter([("enable_thinking".into(), json!(on))])),
+        Some(Think::Level(effort)) => {
+            let on = Map::from_iter([("enable_thinking".into(), json!(true))]);
+            ReasoningEffort::template_kwargs(Some(effort), Some(&on))
+        }
+    };
+    Ok((ReasoningFormat::DeepSeek, kwargs))
 }
 
 /// What Ollama answers a request with nothing to generate (no messages, or no prompt): the
@@ -417,7 +446,7 @@ async fn chat(
         return Ok(load_only(&state, Kind::Chat, req.keep_alive.as_ref()));
     }
     let messages = template_messages(&req.messages)?;
-    let (reasoning, kwargs) = think(req.think);
+    let (reasoning, kwargs) = think(req.think.as_ref())?;
     let ask = OutputAsk {
         tools: match &req.tools {
             Some(t) => output::openai_tools(t)?,
@@ -458,7 +487,7 @@ async fn generate(
         return Ok(load_only(&state, Kind::Generate, req.keep_alive.as_ref()));
     }
     let a = asked(&req.options, loaded.n_ctx_per_seq)?;
-    let (reasoning, kwargs) = think(req.think);
+    let (reasoning, kwargs) = think(req.think.as_ref())?;
     // With a suffix, the prompt is the text before the cursor, filled in the middle (no
     // template, as Ollama's fill-in-the-middle templates have no chat turns); raw, it is the
     // whole prompt.
