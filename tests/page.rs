@@ -271,3 +271,73 @@ fn the_stream_and_the_snapshot_follow_their_schema() {
     }
     assert!(events[1]["uptime_ms"].as_u64() > events[0]["uptime_ms"].as_u64());
 }
+
+/// The page's thinking budget reaches the server: a reply in a template that opens the
+/// reasoning block is closed after the budget, shown folded, with the reasoning tokens in
+/// the usage line; left empty, the block runs on (no budget on the server).
+#[test]
+fn the_page_sends_a_thinking_budget_and_shows_the_reasoning_count() {
+    let Some((chromium, driver)) = browser::available() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium and chromium-driver (.ci/run installs them)"
+        );
+        eprintln!("SKIPPED: the page test needs chromium and chromium-driver (apt-get install chromium chromium-driver)");
+        return;
+    };
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let template = template_opening_the_block(dir.path());
+    let server = Server::start(
+        &model,
+        &["--chat-template-file", template.to_str().unwrap()],
+    );
+    let b = Browser::start(&chromium, &driver);
+    b.open(&server.url("/"));
+    let last_reply = || {
+        b.eval(
+            "const m = document.querySelectorAll('.msg.assistant');
+             const last = m[m.length - 1];
+             return {busy: document.body.dataset.busy, n: m.length,
+                     reasoning: last ? (last.querySelector('details')?.textContent ?? null) : null,
+                     text: last ? last.querySelector('.text').textContent : '',
+                     usage: last ? (last.querySelector('.usage')?.textContent ?? '') : ''};",
+            json!([]),
+        )
+    };
+    let ask = |think: &str, n: u64| -> Value {
+        b.eval(
+            "document.getElementById('maxtok').value = '16'; document.getElementById('temp').value = '0';
+             document.getElementById('think').value = arguments[0];
+             document.getElementById('input').value = 'Why is the sky blue?';
+             document.getElementById('send').click();",
+            json!([think]),
+        );
+        let mut reply = Value::Null;
+        wait_for("the reply to finish", Duration::from_secs(60), || {
+            reply = last_reply();
+            reply["n"] == json!(n) && reply["busy"] == "0" && reply["usage"] != ""
+        });
+        reply
+    };
+    let budgeted = ask("3", 1);
+    let usage = budgeted["usage"].as_str().unwrap();
+    assert!(usage.contains("generated 16 (reasoning 3)"), "{budgeted}");
+    assert!(
+        budgeted["reasoning"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("reasoning") && r.len() > "reasoning".len()),
+        "{budgeted}"
+    );
+    assert_ne!(budgeted["text"], "", "{budgeted}");
+    let free = ask("", 2);
+    assert!(
+        free["usage"]
+            .as_str()
+            .unwrap()
+            .contains("generated 16 (reasoning 16)"),
+        "{free}"
+    );
+    assert_eq!(free["text"], "", "{free}");
+}

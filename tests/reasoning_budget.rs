@@ -11,21 +11,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-/// The synthetic Qwen3 template with the generation prompt of Qwen3.5 and later templates:
-/// the prompt opens the `<think>` block, so the reply starts inside it.
-fn template_opening_the_block(dir: &Path) -> PathBuf {
-    let stock = include_str!("../crates/synth/src/templates/qwen3-chatml.jinja");
-    let closed = "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
-    assert!(stock.contains(closed), "the stock template changed");
-    let opening = stock.replace(
-        closed,
-        "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}",
-    );
-    let path = dir.join("think-open.jinja");
-    std::fs::write(&path, opening).unwrap();
-    path
-}
-
 fn chat_body(extra: Value) -> Value {
     merged(
         json!({"messages": [{"role": "user", "content": "Why is the sky blue?"}],

@@ -156,3 +156,18 @@ pub fn sse_events(reader: impl Read) -> Vec<serde_json::Value> {
         .map(|d| serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d)))
         .collect()
 }
+
+/// The synthetic Qwen3 template with the generation prompt of Qwen3.5 and later templates:
+/// the prompt opens the `<think>` block, so the reply starts inside it.
+pub fn template_opening_the_block(dir: &Path) -> PathBuf {
+    let stock = include_str!("../../crates/synth/src/templates/qwen3-chatml.jinja");
+    let closed = "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
+    assert!(stock.contains(closed), "the stock template changed");
+    let opening = stock.replace(
+        closed,
+        "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}",
+    );
+    let path = dir.join("think-open.jinja");
+    std::fs::write(&path, opening).unwrap();
+    path
+}
