@@ -129,6 +129,19 @@ fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
     let thought = detokenize(&server, &free[..n]);
     let after = detokenize(&server, &budgeted[n + close.len()..]);
     assert_ne!(after.trim(), "");
+    // OpenAI's completions take llama-server's fields as `/completion` does.
+    let legacy = server
+        .post(
+            "/v1/completions",
+            &json!({"prompt": prompt, "max_tokens": 24, "temperature": 0,
+                    "reasoning_budget_tokens": n, "reasoning_budget_arm_immediately": true}),
+        )
+        .unwrap();
+    assert_eq!(
+        legacy["choices"][0]["text"],
+        detokenize(&server, &budgeted),
+        "{legacy}"
+    );
     for field in ["thinking_budget_tokens", "reasoning_budget_tokens"] {
         let ((r, c), counted) = split_counted(&server, &chat_body(json!({field: n})));
         assert_eq!((r.trim(), c.as_str()), (thought.trim(), after.trim_start()));

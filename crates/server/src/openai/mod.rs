@@ -325,6 +325,7 @@ async fn completions(
         format: req.constraints.format(),
         grammar: req.constraints.grammar.clone(),
         reasoning: output::ReasoningFormat::None,
+        budget: req.budget.ask()?,
         ..Default::default()
     };
     let plan = ask.plan(loaded, None)?;

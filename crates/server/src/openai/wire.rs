@@ -234,6 +234,10 @@ pub struct CompletionRequest {
     pub echo: Option<bool>,
     pub best_of: Option<u32>,
     pub suffix: Option<String>,
+    /// llama-server's reasoning budget, with the block's tags (a raw prompt has no template
+    /// turns to take them from) or the template's.
+    #[serde(flatten)]
+    pub budget: output::WireBudget,
     #[serde(flatten)]
     pub constraints: Constraints,
     #[serde(flatten)]
