@@ -189,14 +189,11 @@ fn reasoning_split(
     let mut sbody = body.clone();
     sbody["stream"] = json!(true);
     let events = server.stream("/v1/chat/completions", &sbody);
-    let delta = |key: &str| -> String {
-        events
-            .iter()
-            .filter_map(|e| e["choices"][0]["delta"][key].as_str().map(String::from))
-            .collect()
-    };
     assert_eq!(
-        (delta("reasoning_content"), delta("content")),
+        (
+            chat_deltas(&events, "reasoning_content"),
+            chat_deltas(&events, "content")
+        ),
         (reasoning.clone(), content.clone())
     );
     (reasoning, content)

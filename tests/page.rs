@@ -20,14 +20,22 @@ fn attr(b: &Browser, selector: &str, name: &str) -> Value {
     )
 }
 
-#[test]
-fn the_page_chats_and_shows_the_pager_at_work() {
-    let Some((chromium, driver)) = browser::available() else {
+/// Chromium and its driver; without them a skip (a failure on CI, which installs them).
+fn browser_or_skip() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let found = browser::available();
+    if found.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI must have chromium and chromium-driver (.ci/run installs them)"
         );
         eprintln!("SKIPPED: the page test needs chromium and chromium-driver (apt-get install chromium chromium-driver)");
+    }
+    found
+}
+
+#[test]
+fn the_page_chats_and_shows_the_pager_at_work() {
+    let Some((chromium, driver)) = browser_or_skip() else {
         return;
     };
     let _serial = serial();
@@ -277,12 +285,7 @@ fn the_stream_and_the_snapshot_follow_their_schema() {
 /// the usage line; left empty, the block runs on (no budget on the server).
 #[test]
 fn the_page_sends_a_thinking_budget_and_shows_the_reasoning_count() {
-    let Some((chromium, driver)) = browser::available() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have chromium and chromium-driver (.ci/run installs them)"
-        );
-        eprintln!("SKIPPED: the page test needs chromium and chromium-driver (apt-get install chromium chromium-driver)");
+    let Some((chromium, driver)) = browser_or_skip() else {
         return;
     };
     let _serial = serial();

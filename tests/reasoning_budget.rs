@@ -9,7 +9,6 @@ mod common;
 use common::server::Server;
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
 
 fn chat_body(extra: Value) -> Value {
     merged(
@@ -42,14 +41,11 @@ fn split_counted(server: &Server, body: &Value) -> ((String, String), u64) {
         .iter()
         .find_map(|e| e["usage"]["completion_tokens_details"]["reasoning_tokens"].as_u64());
     assert_eq!(streamed_count, Some(counted));
-    let delta = |key: &str| -> String {
-        events
-            .iter()
-            .filter_map(|e| e["choices"][0]["delta"][key].as_str().map(String::from))
-            .collect()
-    };
     assert_eq!(
-        (delta("reasoning_content"), delta("content")),
+        (
+            chat_deltas(&events, "reasoning_content"),
+            chat_deltas(&events, "content")
+        ),
         (reasoning.clone(), content.clone()),
         "streamed and not differ"
     );

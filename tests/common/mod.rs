@@ -171,3 +171,11 @@ pub fn template_opening_the_block(dir: &Path) -> PathBuf {
     std::fs::write(&path, opening).unwrap();
     path
 }
+
+/// The text of a streamed chat's `delta[key]` (`content`, `reasoning_content`), joined.
+pub fn chat_deltas(events: &[serde_json::Value], key: &str) -> String {
+    events
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"][key].as_str())
+        .collect()
+}

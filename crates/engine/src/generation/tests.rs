@@ -257,6 +257,27 @@ impl Recorder {
             .collect()
     }
 
+    fn reasoning(&self) -> String {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Reasoning(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn reasoning_tokens(&self) -> Option<usize> {
+        self.events.lock().unwrap().iter().find_map(|e| match e {
+            Event::Done {
+                reasoning_tokens, ..
+            } => Some(*reasoning_tokens),
+            _ => None,
+        })
+    }
+
     fn done(&self) -> Option<(FinishReason, usize)> {
         self.events.lock().unwrap().iter().find_map(|e| match e {
             Event::Done {
@@ -816,17 +837,7 @@ fn reasoning_is_split_out_of_the_content() {
     let (j, rec) = job(&[9], 10, &[]);
     g.submit(j.with_parser(OutputParser::new(None, Some(split))));
     g.run_until_idle();
-    let reasoning: String = rec
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|e| match e {
-            Event::Reasoning(t) => Some(t.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!((reasoning.as_str(), rec.text().as_str()), ("ab", ""));
+    assert_eq!((rec.reasoning().as_str(), rec.text().as_str()), ("ab", ""));
 }
 
 #[test]
@@ -835,17 +846,6 @@ fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
         open: "<think>".into(),
         close: "</".into(),
         starts_open: false,
-    };
-    let reasoning = |rec: &Recorder| -> String {
-        rec.events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                Event::Reasoning(t) => Some(t.clone()),
-                _ => None,
-            })
-            .collect()
     };
     // The model opens a block ("<think>") and would think on: "a" "b" "c" "a" "b" "c".
     let script: &[i32] = &[9, 1, 2, 5, 1, 2, 5, 1];
@@ -861,11 +861,11 @@ fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
     );
     g.run_until_idle();
     assert_eq!(
-        (reasoning(&rec).as_str(), rec.text().as_str()),
+        (rec.reasoning().as_str(), rec.text().as_str()),
         ("ab ", "bca")
     );
     assert_eq!(rec.done(), Some((FinishReason::Length, 8)));
-    assert_eq!(reasoning_tokens(&rec), 2);
+    assert_eq!(rec.reasoning_tokens(), Some(2));
     assert_eq!(
         *g.backend().stats.generated_ids.lock().unwrap(),
         [9, 1, 2, 11, 7, 2, 5, 1]
@@ -880,24 +880,10 @@ fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
     );
     g.run_until_idle();
     assert_eq!(
-        (reasoning(&rec).as_str(), rec.text().as_str()),
+        (rec.reasoning().as_str(), rec.text().as_str()),
         ("abcabca", "")
     );
-    assert_eq!(reasoning_tokens(&rec), 7);
-}
-
-fn reasoning_tokens(rec: &Recorder) -> usize {
-    rec.events
-        .lock()
-        .unwrap()
-        .iter()
-        .find_map(|e| match e {
-            Event::Done {
-                reasoning_tokens, ..
-            } => Some(*reasoning_tokens),
-            _ => None,
-        })
-        .unwrap()
+    assert_eq!(rec.reasoning_tokens(), Some(7));
 }
 
 #[test]
