@@ -52,6 +52,18 @@ fn split_counted(server: &Server, body: &Value) -> ((String, String), u64) {
     ((reasoning, content), counted)
 }
 
+/// A counter's value in the server's `/metrics`.
+fn metric(server: &Server, name: &str) -> f64 {
+    let text = ureq::get(&server.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not in /metrics"))
+}
+
 fn tokens(server: &Server, text: &str) -> Vec<Value> {
     server
         .post(
@@ -265,8 +277,17 @@ fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
         (r.trim(), c.as_str()),
         (thought_with_message.trim(), after_message.trim_start())
     );
+    // `/metrics` counts the closes forced and the reasoning tokens: this chat's two requests
+    // (streamed and not), 5 tokens each.
+    assert_eq!(metric(&server, "epm_reasoning_budget_closes_total"), 2.0);
+    assert_eq!(metric(&server, "epm_reasoning_tokens_total"), 10.0);
     let (r, c) = split(&server, &chat_body(json!({"thinking_budget_tokens": -1})));
     assert_eq!((r.trim(), c.as_str()), (reasoning.trim(), ""));
+    assert_eq!(metric(&server, "epm_reasoning_budget_closes_total"), 2.0);
+    assert_eq!(
+        metric(&server, "epm_reasoning_tokens_total"),
+        10.0 + 2.0 * 24.0
+    );
     // A raw prompt is its writer's: the server's budget does not reach `/completion`.
     assert_eq!(completion_ids(&server, &prompt, json!({})), free);
 }

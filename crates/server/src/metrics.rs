@@ -243,6 +243,18 @@ impl Collector for Scrape {
             "Decode steps (one batch of every active slot).",
             n(s.io.decode_steps),
         )?;
+        counter(
+            e,
+            "epm_reasoning_tokens",
+            "Tokens generated inside reasoning blocks (chat replies).",
+            load(&g.reasoning_tokens),
+        )?;
+        counter(
+            e,
+            "epm_reasoning_budget_closes",
+            "Reasoning blocks whose close the reasoning budget forced.",
+            load(&g.reasoning_closes_forced),
+        )?;
         family(e, "epm_tokens_per_second", "Prompt tokens per second of prefill, and generated tokens per second of decode (all slots).", MetricType::Gauge, &[
             ([("phase", Phase::Prefill)], s.tok_per_s.prefill),
             ([("phase", Phase::Decode)], s.tok_per_s.decode),
