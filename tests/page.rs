@@ -343,4 +343,44 @@ fn the_page_sends_a_thinking_budget_and_shows_the_reasoning_count() {
         "{free}"
     );
     assert_eq!(free["text"], "", "{free}");
+
+    // "Answer now" ends a long reasoning block of the reply streaming: the answer follows.
+    b.eval(
+        "document.getElementById('maxtok').value = '800'; document.getElementById('think').value = '';
+         document.getElementById('input').value = 'And why are sunsets red?';
+         document.getElementById('send').click();",
+        json!([]),
+    );
+    wait_for(
+        "the Answer now button while the reply reasons",
+        Duration::from_secs(60),
+        || {
+            b.eval(
+                "return !document.getElementById('endthink').disabled;",
+                json!([]),
+            ) == json!(true)
+        },
+    );
+    b.eval("document.getElementById('endthink').click();", json!([]));
+    let mut reply = Value::Null;
+    wait_for("the reply to finish", Duration::from_secs(120), || {
+        reply = last_reply();
+        reply["n"] == json!(3) && reply["busy"] == "0" && reply["usage"] != ""
+    });
+    let usage = reply["usage"].as_str().unwrap();
+    let reasoning: u64 = usage
+        .split("(reasoning ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{reply}"));
+    assert!(reasoning < 400, "{reply}");
+    assert_ne!(reply["text"], "", "{reply}");
+    assert_eq!(
+        b.eval(
+            "return document.getElementById('error').textContent;",
+            json!([])
+        ),
+        json!("")
+    );
 }

@@ -384,3 +384,98 @@ fn generate_chat_closes_the_block_at_its_budget() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("are for --chat"));
 }
+
+/// llama-server's `/v1/chat/completions/control`: `reasoning_end` on a running reply closes
+/// its block at the next token; the reasoning up to there is the free reply's start, and
+/// the answer follows. A finished reply matches nothing, and an unknown action is a 400.
+#[test]
+fn a_client_ends_the_reasoning_of_a_running_reply() {
+    use std::io::BufRead;
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let template = template_opening_the_block(dir.path());
+    let server = Server::start(
+        &model,
+        &["--chat-template-file", template.to_str().unwrap()],
+    );
+    let n = 900;
+    let body = json!({"messages": [{"role": "user", "content": "Why is the sky blue?"}],
+                      "max_tokens": n, "temperature": 0, "stream": true,
+                      "stream_options": {"include_usage": true}, "reasoning_control": true});
+    let reader = ureq::post(&server.url("/v1/chat/completions"))
+        .send_json(body.clone())
+        .unwrap()
+        .into_reader();
+    let (mut id, mut reasoning, mut content, mut counted) =
+        (None, String::new(), String::new(), None);
+    for line in std::io::BufReader::new(reader).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            break;
+        }
+        let e: Value = serde_json::from_str(data).unwrap();
+        if let Some(u) = e["usage"]["completion_tokens_details"]["reasoning_tokens"].as_u64() {
+            counted = Some(u);
+        }
+        let d = &e["choices"][0]["delta"];
+        if let Some(t) = d["reasoning_content"].as_str() {
+            reasoning.push_str(t);
+            // The first reasoning text seen: end the reasoning now.
+            if id.is_none() {
+                let chunk_id = e["id"].as_str().unwrap().to_string();
+                let r = server
+                    .post(
+                        "/v1/chat/completions/control",
+                        &json!({"id": chunk_id, "action": "reasoning_end"}),
+                    )
+                    .unwrap();
+                assert_eq!(r, json!({"success": true}));
+                id = Some(chunk_id);
+            }
+        }
+        if let Some(t) = d["content"].as_str() {
+            content.push_str(t);
+        }
+    }
+    let counted = counted.expect("a usage chunk");
+    assert!(
+        counted > 0 && counted < n as u64 / 2,
+        "{counted} reasoning tokens"
+    );
+    assert_ne!(content.trim(), "");
+    // The reasoning up to the close is the free reply's start.
+    let mut free = body.clone();
+    free["stream"] = json!(false);
+    let r = server.chat(&free);
+    assert_eq!(
+        r["usage"]["completion_tokens_details"]["reasoning_tokens"], n,
+        "{}",
+        r["usage"]
+    );
+    let whole = r["choices"][0]["message"]["reasoning_content"]
+        .as_str()
+        .unwrap();
+    assert!(whole.trim().starts_with(reasoning.trim()));
+    assert!(reasoning.trim().len() < whole.trim().len());
+    // The reply has finished: its id matches nothing now.
+    let r = server
+        .post(
+            "/v1/chat/completions/control",
+            &json!({"id": id.unwrap(), "action": "reasoning_end"}),
+        )
+        .unwrap();
+    assert_eq!(r["success"], false, "{r}");
+    assert!(r["message"].as_str().unwrap().contains("no running"), "{r}");
+    let (code, v, _) = server
+        .post(
+            "/v1/chat/completions/control",
+            &json!({"id": "chatcmpl-1", "action": "pause"}),
+        )
+        .unwrap_err();
+    assert_eq!(code, 400);
+    assert!(v.to_string().contains("reasoning_end"), "{v}");
+}

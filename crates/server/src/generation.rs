@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::output::{OutputAsk, OutputPlan};
-use crate::state::{AppState, Loaded, ServerCounters};
+use crate::state::{AppState, ControlGuard, Loaded, ServerCounters};
 use crate::ServerOptions;
 
 /// The sampling and length settings a request asked for, before they are checked.
@@ -128,6 +128,8 @@ pub struct Prepared {
     pub logprobs: Option<usize>,
     pub line_limits: LineLimits,
     pub reasoning_budget: Option<ReasoningBudget>,
+    /// The completion id a client may end the reasoning of (`/v1/chat/completions/control`).
+    pub control_id: Option<String>,
 }
 
 impl Prepared {
@@ -145,6 +147,11 @@ impl Prepared {
 
     pub fn with_line_limits(mut self, limits: LineLimits) -> Prepared {
         self.line_limits = limits;
+        self
+    }
+
+    pub fn with_control_id(mut self, id: String) -> Prepared {
+        self.control_id = Some(id);
         self
     }
 }
@@ -291,6 +298,7 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
         logprobs: None,
         line_limits: LineLimits::default(),
         reasoning_budget: None,
+        control_id: None,
     })
 }
 
@@ -404,10 +412,12 @@ fn admit(state: &AppState) -> Result<Ticket, ApiError> {
     }
 }
 
-/// A job's events, sent to its HTTP handler; the ticket goes with the job.
+/// A job's events, sent to its HTTP handler; the ticket (and the reasoning control, when
+/// the job has one) go with the job.
 struct ChannelSink {
     tx: UnboundedSender<Event>,
     _ticket: Ticket,
+    _control: Option<ControlGuard>,
 }
 
 impl EventSink for ChannelSink {
@@ -429,9 +439,16 @@ impl EventSink for ChannelSink {
 pub fn submit(state: &AppState, p: Prepared) -> Result<UnboundedReceiver<Event>, ApiError> {
     let ticket = admit(state)?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // Only a reply with reasoning blocks has reasoning to end.
+    let control = match (&p.control_id, &p.reasoning_budget) {
+        (Some(id), Some(_)) => Some(state.reasoning_controls.register(id.clone())),
+        _ => None,
+    };
+    let (flag, guard) = control.unzip();
     let sink = Box::new(ChannelSink {
         tx,
         _ticket: ticket,
+        _control: guard,
     });
     let job = Job::new(p.prompt, p.max_tokens, sink)
         .with_sampling(p.sampling)
@@ -440,7 +457,8 @@ pub fn submit(state: &AppState, p: Prepared) -> Result<UnboundedReceiver<Event>,
         .with_parser(p.parser)
         .with_logprobs(p.logprobs)
         .with_line_limits(p.line_limits)
-        .with_reasoning_budget(p.reasoning_budget);
+        .with_reasoning_budget(p.reasoning_budget)
+        .with_end_reasoning(flag);
     let sent = state
         .jobs
         .lock()

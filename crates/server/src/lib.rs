@@ -180,6 +180,7 @@ pub async fn serve(
         requests: Default::default(),
         cors: protocol::CorsOrigins::from_flags(&opts.cors_origins),
         disk_mb_per_s: opts.disk_mb_per_s,
+        reasoning_controls: Default::default(),
     });
     let max_body = opts.max_body_bytes;
     let (load_tx, load_rx) = tokio::sync::oneshot::channel::<Result<(), EngineError>>();

@@ -45,6 +45,7 @@ impl Protocol {
             || [
                 "/chat/completions",
                 "/chat/completions/input_tokens",
+                "/chat/completions/control",
                 "/models",
                 "/responses",
                 "/responses/input_tokens",
@@ -263,6 +264,7 @@ mod tests {
             "/chat/completions",
             "/chat/completions/input_tokens",
             "/v1/chat/completions/input_tokens",
+            "/chat/completions/control",
             "/responses",
             "/responses/input_tokens",
             "/v1/responses/input_tokens",

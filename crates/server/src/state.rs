@@ -1,7 +1,8 @@
 //! What every handler sees: the server's settings, the model once it is loaded (with its
 //! chat format compiled once), the channel to the engine thread, and the counters.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -57,4 +58,57 @@ pub struct AppState {
     pub cors: CorsOrigins,
     /// The disk's best probed speed, when given.
     pub disk_mb_per_s: Option<f64>,
+    /// Running chat completions a client may tell to end their reasoning.
+    pub reasoning_controls: Arc<ReasoningControls>,
+}
+
+/// Running chat completions that a client may tell to end their reasoning block now
+/// (`/v1/chat/completions/control`), by completion id: each holds the flag its job reads
+/// before every pick.
+#[derive(Debug, Default)]
+pub struct ReasoningControls(Mutex<HashMap<String, Arc<AtomicBool>>>);
+
+impl ReasoningControls {
+    /// Make `id` controllable until the guard is dropped (with the job).
+    pub fn register(self: &Arc<Self>, id: String) -> (Arc<AtomicBool>, ControlGuard) {
+        let flag = Arc::new(AtomicBool::new(false));
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(id.clone(), flag.clone());
+        }
+        let guard = ControlGuard {
+            controls: self.clone(),
+            id,
+        };
+        (flag, guard)
+    }
+
+    /// Ask the running completion `id` to end its reasoning; false when none runs.
+    pub fn end_reasoning(&self, id: &str) -> bool {
+        let m = match self.0.lock() {
+            Ok(m) => m,
+            Err(_) => return false,
+        };
+        match m.get(id) {
+            Some(flag) => {
+                flag.store(true, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Keeps a completion controllable; dropped with its job, it takes the id out.
+#[derive(Debug)]
+pub struct ControlGuard {
+    controls: Arc<ReasoningControls>,
+    id: String,
+}
+
+impl Drop for ControlGuard {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.controls.0.lock() {
+            m.remove(&self.id);
+        }
+    }
 }

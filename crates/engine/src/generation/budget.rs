@@ -33,8 +33,7 @@ pub enum BudgetState {
 ///    (a forced closing never counts as the model opening a block);
 /// 3. in `Forcing { at }`, `at < forced.len()`;
 /// 4. with a budget, `left <= budget`, and in `Counting` `left > 0` (a spent budget
-///    leaves `Counting` at once); without one, the state is never `WaitingForCharacter`
-///    or `Forcing`.
+///    leaves `Counting` at once).
 #[derive(Debug, Clone)]
 pub struct ReasoningBudget {
     /// Tokens per block (`None`: no limit, only counted).
@@ -47,6 +46,8 @@ pub struct ReasoningBudget {
     recent: Vec<i32>,
     /// The longer tag's length: how many tokens `recent` keeps.
     window: usize,
+    /// Whether the text ended on a whole character after the last token taken.
+    at_char_boundary: bool,
     /// Tokens counted inside blocks so far.
     counted: u32,
     /// Blocks whose close was forced.
@@ -87,6 +88,7 @@ impl ReasoningBudget {
             left: budget.unwrap_or(0),
             recent: Vec::with_capacity(window),
             window,
+            at_char_boundary: true,
             counted: 0,
             closes_forced: 0,
         };
@@ -121,6 +123,7 @@ impl ReasoningBudget {
     /// Take the generated `token`; `at_char_boundary`: the text so far ends on a whole
     /// character (no UTF-8 sequence left open by this token).
     pub fn accept(&mut self, token: i32, at_char_boundary: bool) {
+        self.at_char_boundary = at_char_boundary;
         match self.state {
             BudgetState::Idle | BudgetState::Done => {
                 if self.push_matches(token, Tag::Open) {
@@ -159,6 +162,17 @@ impl ReasoningBudget {
                 }
             }
         }
+    }
+
+    /// End the open block now, whatever is left of its budget (a client's `reasoning_end`):
+    /// its close is forced from the next pick, or once the character is whole. False when
+    /// no block is being counted (outside one, or its close already under way).
+    pub fn end_now(&mut self) -> bool {
+        if self.state != BudgetState::Counting {
+            return false;
+        }
+        self.spent(self.at_char_boundary);
+        true
     }
 
     fn enter_block(&mut self) {
@@ -246,17 +260,11 @@ mod tests {
         if let BudgetState::Forcing { at } = b.state {
             assert!(at < b.forced.len());
         }
-        match b.budget {
-            Some(n) => {
-                assert!(b.left <= n);
-                if b.state == BudgetState::Counting {
-                    assert!(b.left > 0);
-                }
+        if let Some(n) = b.budget {
+            assert!(b.left <= n);
+            if b.state == BudgetState::Counting {
+                assert!(b.left > 0);
             }
-            None => assert!(!matches!(
-                b.state,
-                BudgetState::WaitingForCharacter | BudgetState::Forcing { .. }
-            )),
         }
     }
 
@@ -338,6 +346,27 @@ mod tests {
         assert_eq!(b.forced_token(), Some(MSG));
         b.accept(42, true);
         assert_eq!((b.state(), b.forced_token()), (BudgetState::Done, None));
+    }
+
+    #[test]
+    fn a_block_ended_now_is_closed_at_the_next_pick_with_or_without_a_budget() {
+        for limit in [None, Some(100)] {
+            let mut b =
+                ReasoningBudget::new(limit, vec![OPEN], vec![CLOSE], vec![MSG, CLOSE], true)
+                    .unwrap();
+            assert_eq!(run(&mut b, &[1, 2]), [1, 2]);
+            assert!(b.end_now());
+            check_invariants(&b);
+            assert_eq!(run(&mut b, &[3, 4, 5]), [MSG, CLOSE, 5]);
+            // Outside a block there is nothing to end.
+            assert!(!b.end_now());
+            assert_eq!((b.counted(), b.closes_forced()), (2, 1));
+        }
+        // Mid-character, the close waits for the character.
+        let mut b = budget(100, true);
+        b.accept(1, false);
+        assert!(b.end_now());
+        assert_eq!(b.state(), BudgetState::WaitingForCharacter);
     }
 
     #[test]

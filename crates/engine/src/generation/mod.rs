@@ -301,6 +301,9 @@ pub struct Job {
     pub line_limits: LineLimits,
     /// Closes reasoning blocks that outrun their budget, and counts their tokens.
     pub reasoning_budget: Option<ReasoningBudget>,
+    /// Set from another thread to end the open reasoning block now (a client's
+    /// `reasoning_end`); taken before the next pick.
+    pub end_reasoning: Option<Arc<AtomicBool>>,
     pub events: Box<dyn EventSink>,
 }
 
@@ -318,6 +321,7 @@ impl Job {
             logprobs: None,
             line_limits: LineLimits::default(),
             reasoning_budget: None,
+            end_reasoning: None,
             events,
         }
     }
@@ -359,6 +363,11 @@ impl Job {
 
     pub fn with_reasoning_budget(mut self, budget: Option<ReasoningBudget>) -> Job {
         self.reasoning_budget = budget;
+        self
+    }
+
+    pub fn with_end_reasoning(mut self, flag: Option<Arc<AtomicBool>>) -> Job {
+        self.end_reasoning = flag;
         self
     }
 }
@@ -964,6 +973,11 @@ impl<'b, B: Backend> Generator<'b, B> {
         if let Some(w) = r.job.logits.as_mut() {
             for &x in self.backend.logits(index) {
                 w.write_all(&x.to_le_bytes()).map_err(EngineError::Output)?;
+            }
+        }
+        if let (Some(flag), Some(b)) = (&r.job.end_reasoning, r.job.reasoning_budget.as_mut()) {
+            if flag.swap(false, Ordering::Relaxed) {
+                b.end_now();
             }
         }
         let forced = r

@@ -74,6 +74,8 @@ pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/chat/completions/input_tokens", post(chat_input_tokens))
+        .route("/v1/chat/completions/control", post(chat_control))
+        .route("/chat/completions/control", post(chat_control))
         .route("/chat/completions/input_tokens", post(chat_input_tokens))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
@@ -200,6 +202,38 @@ fn top_logprobs(on: bool, top: Option<u32>) -> std::result::Result<Option<usize>
     }
 }
 
+/// `/v1/chat/completions/control`'s body (llama-server's).
+#[derive(Debug, serde::Deserialize)]
+struct ControlRequest {
+    id: String,
+    action: String,
+}
+
+/// `POST /v1/chat/completions/control`: `reasoning_end` ends the running completion `id`'s
+/// reasoning block now; the model answers from its next token (a reply outside a block is
+/// left as it is). Every chat whose template writes reasoning blocks can be controlled
+/// (llama-server's `reasoning_control: true` is taken and not needed). A completion that has
+/// finished matches nothing: `success` is false, with the reason.
+async fn chat_control(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>> {
+    let req: ControlRequest = parse_json(body)?;
+    if req.action != "reasoning_end" {
+        return Err(ApiError::bad_request(format!(
+            "`action` is {:?}: the one action is \"reasoning_end\"",
+            req.action
+        ))
+        .into());
+    }
+    Ok(Json(if state.reasoning_controls.end_reasoning(&req.id) {
+        serde_json::json!({"success": true})
+    } else {
+        serde_json::json!({"success": false,
+            "message": format!("no running chat completion with reasoning has the id {:?}", req.id)})
+    }))
+}
+
 /// A chat request's messages as the template reads them, and its template variables.
 type ChatParts = (Vec<Value>, Option<Map<String, Value>>);
 
@@ -268,9 +302,10 @@ async fn chat(
         tools: req.tools.as_ref(),
         kwargs: kwargs.as_ref(),
     };
-    let prepared =
-        prepare_chat(loaded, chat, &ask, &req.sampling.asked(max, None))?.with_logprobs(logprobs);
     let shape = shape(&state, "chatcmpl", true, &req.sampling);
+    let prepared = prepare_chat(loaded, chat, &ask, &req.sampling.asked(max, None))?
+        .with_logprobs(logprobs)
+        .with_control_id(shape.id.clone());
     respond(&state, prepared, shape, req.sampling.stream, |c| {
         let calls: Vec<WireToolCall> = c.tool_calls.iter().map(|t| WireToolCall::new(t, None)).collect();
         let content = if calls.is_empty() || !c.text.trim().is_empty() {
