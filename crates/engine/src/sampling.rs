@@ -698,33 +698,34 @@ impl Sampler {
             .map(LlamaToken)
             .filter(|&f| usize::try_from(f.0).is_ok_and(|i| i < logits.len()))
             .filter(|&f| self.grammar.as_mut().is_none_or(|g| g.allows(f, logit(f))));
-        let token = if let Some(f) = forced {
-            let mut only = candidates(Some(f));
-            only.apply_sampler(&mut self.chain);
-            only.selected_token().unwrap_or(f)
-        } else {
-            let Some(g) = self.grammar.as_mut() else {
-                // A forced token outside the vocabulary: an ordinary pick.
+        let token = match (forced, self.grammar.as_mut()) {
+            (Some(f), _) => {
+                let mut only = candidates(Some(f));
+                only.apply_sampler(&mut self.chain);
+                only.selected_token().unwrap_or(f)
+            }
+            // A forced token outside the vocabulary: an ordinary pick.
+            (None, None) => {
                 let mut all = candidates(None);
                 all.apply_sampler(&mut self.chain);
-                let token = all.selected_token().unwrap_or(LlamaToken(0));
-                self.chain.accept(token);
-                return token.0;
-            };
-            let mut all = candidates(None);
-            all.apply_sampler(&mut self.chain);
-            match all.selected_token() {
-                Some(t) if g.allows(t, logit(t)) => t,
-                _ => {
-                    let mut all = candidates(None);
-                    for c in all.data.iter_mut() {
-                        if g.utf8_after(c.id()).is_none() {
-                            c.set_logit(f32::NEG_INFINITY);
+                all.selected_token().unwrap_or(LlamaToken(0))
+            }
+            (None, Some(g)) => {
+                let mut all = candidates(None);
+                all.apply_sampler(&mut self.chain);
+                match all.selected_token() {
+                    Some(t) if g.allows(t, logit(t)) => t,
+                    _ => {
+                        let mut all = candidates(None);
+                        for c in all.data.iter_mut() {
+                            if g.utf8_after(c.id()).is_none() {
+                                c.set_logit(f32::NEG_INFINITY);
+                            }
                         }
+                        all.apply_sampler(&mut g.sampler);
+                        all.apply_sampler(&mut self.chain);
+                        all.selected_token().unwrap_or(LlamaToken(0))
                     }
-                    all.apply_sampler(&mut g.sampler);
-                    all.apply_sampler(&mut self.chain);
-                    all.selected_token().unwrap_or(LlamaToken(0))
                 }
             }
         };
