@@ -14,7 +14,7 @@ reply's start (the same greedy tokens up to the close).
 import argparse, http.client, json, os, signal, statistics, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import disk_read_mb_s, drop_cache, machine, start_server  # noqa: E402
+from epmlib import disk_read_mb_s, drop_cache, machine, request_json, start_server  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -96,6 +96,7 @@ def main():
                 row = {"run": run, "thinking_budget": budget, **streamed_chat(port, body)}
                 rows.append(row)
                 print({k: v for k, v in row.items() if k not in ("reasoning", "content")}, flush=True)
+        _, stats = request_json(port, "GET", "/stats")
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)
@@ -116,6 +117,7 @@ def main():
                      "total_s_median": statistics.median(r["total_s"] for r in capped),
                      "reasoning_tokens": [r["reasoning_tokens"] for r in capped]},
         "budgeted_reasoning_is_the_unbudgeted_start": same_start,
+        "peak_rss_bytes": stats["memory"]["peak_rss_bytes"], "budget_bytes": stats["budget_bytes"],
         "server_exit_code": code, "requests": rows,
     }
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
