@@ -5,7 +5,7 @@
 mod common;
 
 use common::browser::{self, Browser};
-use common::server::Server;
+use common::server::{thinking_mini, Server};
 use common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -290,12 +290,7 @@ fn the_page_sends_a_thinking_budget_and_shows_the_reasoning_count() {
     };
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let template = template_opening_the_block(dir.path());
-    let server = Server::start(
-        &model,
-        &["--chat-template-file", template.to_str().unwrap()],
-    );
+    let (_, _, server) = thinking_mini(dir.path(), &[]);
     let b = Browser::start(&chromium, &driver);
     b.open(&server.url("/"));
     let last_reply = || {

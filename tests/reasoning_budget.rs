@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::server::Server;
+use common::server::{thinking_mini, Server};
 use common::*;
 use serde_json::{json, Value};
 
@@ -99,12 +99,7 @@ fn completion_ids(server: &Server, prompt: &str, extra: Value) -> Vec<Value> {
 fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let template = template_opening_the_block(dir.path());
-    let server = Server::start(
-        &model,
-        &["--chat-template-file", template.to_str().unwrap()],
-    );
+    let (model, template, server) = thinking_mini(dir.path(), &[]);
     let prompt = server
         .post("/apply-template", &chat_body(json!({})))
         .unwrap()["prompt"]
@@ -393,12 +388,7 @@ fn a_client_ends_the_reasoning_of_a_running_reply() {
     use std::io::BufRead;
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let template = template_opening_the_block(dir.path());
-    let server = Server::start(
-        &model,
-        &["--chat-template-file", template.to_str().unwrap()],
-    );
+    let (_, _, server) = thinking_mini(dir.path(), &[]);
     let n = 900;
     let body = json!({"messages": [{"role": "user", "content": "Why is the sky blue?"}],
                       "max_tokens": n, "temperature": 0, "stream": true,

@@ -179,3 +179,18 @@ impl Drop for Server {
         }
     }
 }
+
+/// A server on a freshly made `qwen3-30b-a3b-mini` in `dir` whose chat template opens the
+/// reasoning block in the generation prompt ([`super::template_opening_the_block`]), with
+/// `extra` flags; the model's and the template's paths come back too.
+pub fn thinking_mini(
+    dir: &Path,
+    extra: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, Server) {
+    let model = super::synth(dir, "qwen3-30b-a3b-mini", &[]);
+    let template = super::template_opening_the_block(dir);
+    let mut flags = vec!["--chat-template-file", template.to_str().unwrap()];
+    flags.extend_from_slice(extra);
+    let server = Server::start(&model, &flags);
+    (model, template, server)
+}
