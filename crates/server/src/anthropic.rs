@@ -259,15 +259,13 @@ fn thinking(
     let budget = match thinking {
         Some(Thinking::Enabled { budget_tokens }) => {
             kwargs.insert("enable_thinking".into(), json!(true));
-            match budget_tokens.map(u32::try_from) {
+            match *budget_tokens {
                 None => BudgetTokens::ServerDefault,
-                Some(Ok(n)) => BudgetTokens::Tokens(n),
-                Some(Err(_)) => {
-                    return Err(ApiError::bad_request(format!(
-                        "`thinking.budget_tokens` is {}: give a number of tokens",
-                        budget_tokens.unwrap_or_default()
-                    )))
-                }
+                Some(n) => u32::try_from(n).map(BudgetTokens::Tokens).map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "`thinking.budget_tokens` is {n}: give a number of tokens"
+                    ))
+                })?,
             }
         }
         Some(Thinking::Adaptive {}) => {
@@ -292,8 +290,7 @@ fn prepared(
     let max_tokens = req.max_tokens.ok_or_else(|| {
         ApiError::bad_request("`max_tokens` is required: give the most tokens the reply may have")
     })?;
-    let messages = template_messages(req)?;
-    let tools = req.tools.as_deref().map(openai_tools);
+    let (chat, budget) = chat_input(req)?;
     let (choice, parallel) = match &req.tool_choice {
         None => (ToolChoice::Auto, false),
         Some(WireToolChoice::Auto {
@@ -308,9 +305,8 @@ fn prepared(
         }) => (ToolChoice::Function(name.clone()), d == &Some(false)),
         Some(WireToolChoice::None) => (ToolChoice::None, false),
     };
-    let (kwargs, budget) = thinking(req.thinking.as_ref())?;
     let ask = OutputAsk {
-        tools: match &tools {
+        tools: match &chat.tools {
             Some(t) => output::openai_tools(t)?,
             None => Vec::new(),
         },
@@ -332,16 +328,19 @@ fn prepared(
         stop: req.stop_sequences.clone().unwrap_or_default(),
         ..Default::default()
     };
-    prepare_chat(
-        loaded,
-        ChatInput {
-            messages: &messages,
-            tools: tools.as_ref(),
-            kwargs: (!kwargs.is_empty()).then_some(&kwargs),
-        },
-        &ask,
-        &asked,
-    )
+    prepare_chat(loaded, &chat, &ask, &asked)
+}
+
+/// What a request gives the template: its messages and tools, and `thinking` as
+/// `enable_thinking`; with the reasoning budget `thinking` asks.
+fn chat_input(req: &MessagesRequest) -> std::result::Result<(ChatInput, BudgetTokens), ApiError> {
+    let (kwargs, budget) = thinking(req.thinking.as_ref())?;
+    let chat = ChatInput {
+        messages: template_messages(req)?,
+        tools: req.tools.as_deref().map(openai_tools),
+        kwargs: (!kwargs.is_empty()).then_some(kwargs),
+    };
+    Ok((chat, budget))
 }
 
 async fn count_tokens(
@@ -352,20 +351,9 @@ async fn count_tokens(
     // Counting needs no length.
     req.max_tokens = Some(req.max_tokens.unwrap_or(1));
     let loaded = loaded(&state)?;
-    let messages = template_messages(&req)?;
-    let tools = req.tools.as_deref().map(openai_tools);
-    let (kwargs, _) = thinking(req.thinking.as_ref())?;
     // As the request would render it, whatever its length: a client counts to learn
     // whether it fits.
-    let n = chat_tokens(
-        loaded,
-        &ChatInput {
-            messages: &messages,
-            tools: tools.as_ref(),
-            kwargs: (!kwargs.is_empty()).then_some(&kwargs),
-        },
-    )?
-    .len();
+    let n = chat_tokens(loaded, &chat_input(&req)?.0)?.len();
     Ok(Json(json!({"input_tokens": n})))
 }
 

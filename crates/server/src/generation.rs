@@ -302,34 +302,40 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
     })
 }
 
-/// A conversation to render with the model's chat template.
-pub struct ChatInput<'a> {
+/// A conversation to render with the model's chat template: what a protocol's request
+/// gives the template, made once for the request and for counting its tokens.
+pub struct ChatInput {
     /// OpenAI-shaped messages (`role`, `content`, `tool_calls` ...), as the template reads them.
-    pub messages: &'a [serde_json::Value],
+    pub messages: Vec<serde_json::Value>,
     /// OpenAI-shaped tools, for the template.
-    pub tools: Option<&'a serde_json::Value>,
+    pub tools: Option<serde_json::Value>,
     /// Extra template variables (`enable_thinking` ...).
-    pub kwargs: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    pub kwargs: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Render a conversation, plan its output (constraint and parser), tokenize and check it:
 /// what every chat protocol does before submitting.
 pub fn prepare_chat(
     loaded: &Loaded,
-    chat: ChatInput<'_>,
+    chat: &ChatInput,
     ask: &OutputAsk,
     asked: &Asked,
 ) -> Result<Prepared, ApiError> {
-    let prompt = render_chat(loaded, &chat)?;
+    let prompt = render_chat(loaded, chat)?;
     let plan = ask.plan(loaded, Some(&prompt))?;
     let tokens = loaded.engine.tokenize(&prompt, true, true);
     Ok(prepare(loaded, tokens, asked)?.with_output(plan))
 }
 
-fn render_chat(loaded: &Loaded, chat: &ChatInput<'_>) -> Result<String, ApiError> {
+fn render_chat(loaded: &Loaded, chat: &ChatInput) -> Result<String, ApiError> {
     loaded
         .chat
-        .render(&loaded.engine, chat.messages, chat.tools, chat.kwargs)
+        .render(
+            &loaded.engine,
+            &chat.messages,
+            chat.tools.as_ref(),
+            chat.kwargs.as_ref(),
+        )
         .map_err(|e| {
             ApiError::bad_request(format!(
                 "cannot render the messages with the chat template: {e}"
@@ -339,10 +345,15 @@ fn render_chat(loaded: &Loaded, chat: &ChatInput<'_>) -> Result<String, ApiError
 
 /// The prompt tokens of a conversation, as a request for it would evaluate them: what the
 /// token-counting endpoints answer.
-pub fn chat_tokens(loaded: &Loaded, chat: &ChatInput<'_>) -> Result<Vec<i32>, ApiError> {
+pub fn chat_tokens(loaded: &Loaded, chat: &ChatInput) -> Result<Vec<i32>, ApiError> {
     Ok(loaded
         .engine
         .tokenize(&render_chat(loaded, chat)?, true, true))
+}
+
+/// A token count's answer, in llama-server's and the Responses API's shape.
+pub fn input_tokens_answer(n: usize) -> serde_json::Value {
+    serde_json::json!({"object": "response.input_tokens", "input_tokens": n})
 }
 
 /// The model, or 503 while it loads.

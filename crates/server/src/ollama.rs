@@ -383,31 +383,21 @@ fn ndjson(
 }
 
 fn think(t: Option<&Value>) -> Result<(ReasoningFormat, Option<Map<String, Value>>)> {
-    let levels = [
-        ReasoningEffort::Low,
-        ReasoningEffort::Medium,
-        ReasoningEffort::High,
-    ];
-    let think = match t {
-        None | Some(Value::Null) => None,
-        Some(v) => match serde_json::from_value::<Think>(v.clone()) {
-            Ok(Think::Level(l)) if !levels.contains(&l) => None,
-            Ok(t) => Some(t),
-            Err(_) => None,
-        }
-        .map(Some)
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
+    let on = |on: bool| Map::from_iter([("enable_thinking".into(), json!(on))]);
+    let kwargs = match t.map(|v| (v, serde_json::from_value::<Think>(v.clone()))) {
+        None | Some((Value::Null, _)) => None,
+        Some((_, Ok(Think::On(b)))) => Some(on(b)),
+        Some((
+            _,
+            Ok(Think::Level(
+                effort @ (ReasoningEffort::Low | ReasoningEffort::Medium | ReasoningEffort::High),
+            )),
+        )) => ReasoningEffort::template_kwargs(Some(effort), Some(&on(true))),
+        Some((v, _)) => {
+            return Err(ApiError::bad_request(format!(
                 "`think` is {v}: give true, false, \"low\", \"medium\" or \"high\""
             ))
-        })?,
-    };
-    let kwargs = match think {
-        None => None,
-        Some(Think::On(on)) => Some(Map::from_iter([("enable_thinking".into(), json!(on))])),
-        Some(Think::Level(effort)) => {
-            let on = Map::from_iter([("enable_thinking".into(), json!(true))]);
-            ReasoningEffort::template_kwargs(Some(effort), Some(&on))
+            .into())
         }
     };
     Ok((ReasoningFormat::DeepSeek, kwargs))
@@ -458,10 +448,10 @@ async fn chat(
     };
     let p = prepare_chat(
         loaded,
-        ChatInput {
-            messages: &messages,
-            tools: req.tools.as_ref(),
-            kwargs: kwargs.as_ref(),
+        &ChatInput {
+            messages,
+            tools: req.tools.clone(),
+            kwargs,
         },
         &ask,
         &asked(&req.options, loaded.n_ctx_per_seq)?,
@@ -517,10 +507,10 @@ async fn generate(
         messages.push(json!({"role": "user", "content": prompt}));
         prepare_chat(
             loaded,
-            ChatInput {
-                messages: &messages,
+            &ChatInput {
+                messages,
                 tools: None,
-                kwargs: kwargs.as_ref(),
+                kwargs,
             },
             &ask,
             &a,

@@ -19,7 +19,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use futures_util::stream::Stream;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use epm_engine::generation::{Event, FinishReason};
@@ -235,15 +235,16 @@ fn reasoning_item(text: &str) -> Value {
            "content": [{"type": "reasoning_text", "text": text}]})
 }
 
-/// What the template renders of a request: its messages, tools and variables.
-type ChatParts = (Vec<Value>, Option<Value>, Option<Map<String, Value>>);
-
-fn chat_parts(req: &ResponsesRequest) -> std::result::Result<ChatParts, ApiError> {
-    let messages = template_messages(req)?;
-    let tools = req.tools.as_deref().map(chat_tools).transpose()?;
-    let kwargs =
-        ReasoningEffort::template_kwargs(req.reasoning.as_ref().and_then(|r| r.effort), None);
-    Ok((messages, tools, kwargs))
+/// What a request gives the template: its messages, tools and variables.
+fn chat_input(req: &ResponsesRequest) -> std::result::Result<ChatInput, ApiError> {
+    Ok(ChatInput {
+        messages: template_messages(req)?,
+        tools: req.tools.as_deref().map(chat_tools).transpose()?,
+        kwargs: ReasoningEffort::template_kwargs(
+            req.reasoning.as_ref().and_then(|r| r.effort),
+            None,
+        ),
+    })
 }
 
 /// `POST /v1/responses/input_tokens`: the input tokens the same request would evaluate,
@@ -254,19 +255,8 @@ async fn input_tokens(
 ) -> Result<Json<Value>> {
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
-    let (messages, tools, kwargs) = chat_parts(&req)?;
-    let n = chat_tokens(
-        loaded,
-        &ChatInput {
-            messages: &messages,
-            tools: tools.as_ref(),
-            kwargs: kwargs.as_ref(),
-        },
-    )?
-    .len();
-    Ok(Json(
-        json!({"object": "response.input_tokens", "input_tokens": n}),
-    ))
+    let n = chat_tokens(loaded, &chat_input(&req)?)?.len();
+    Ok(Json(generation::input_tokens_answer(n)))
 }
 
 async fn responses(
@@ -281,7 +271,7 @@ async fn responses(
         .into());
     }
     let loaded = loaded(&state)?;
-    let (messages, tools, kwargs) = chat_parts(&req)?;
+    let chat = chat_input(&req)?;
     let choice: output::ToolChoice = match &req.tool_choice {
         None => output::ToolChoice::Auto,
         Some(Value::Object(o)) if o.get("name").is_some() => {
@@ -292,7 +282,7 @@ async fn responses(
             .map_err(|_| ApiError::bad_request("`tool_choice` must be auto, none, required or {\"type\": \"function\", \"name\": ...}"))?,
     };
     let ask = OutputAsk {
-        tools: match &tools {
+        tools: match &chat.tools {
             Some(t) => output::openai_tools(t)?,
             None => Vec::new(),
         },
@@ -309,12 +299,7 @@ async fn responses(
         seed: req.seed,
         ..Default::default()
     };
-    let chat = ChatInput {
-        messages: &messages,
-        tools: tools.as_ref(),
-        kwargs: kwargs.as_ref(),
-    };
-    let p = prepare_chat(loaded, chat, &ask, &asked)?;
+    let p = prepare_chat(loaded, &chat, &ask, &asked)?;
     let id = new_id("resp");
     let model = state.model_name.clone();
     let rx = submit(&state, p)?;

@@ -15,7 +15,7 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{self, collect, loaded, prepare, prepare_chat, submit, ChatInput};
@@ -234,16 +234,16 @@ async fn chat_control(
     }))
 }
 
-/// A chat request's messages as the template reads them, and its template variables.
-type ChatParts = (Vec<Value>, Option<Map<String, Value>>);
-
-fn chat_parts(req: &ChatRequest) -> Result<ChatParts> {
-    let messages = chat_messages(&req.messages)?;
-    let kwargs = output::ReasoningEffort::template_kwargs(
-        req.reasoning_effort,
-        req.chat_template_kwargs.as_ref(),
-    );
-    Ok((messages, kwargs))
+/// What a chat request gives the template: its messages, tools and variables.
+fn chat_input(req: &ChatRequest) -> Result<ChatInput> {
+    Ok(ChatInput {
+        messages: chat_messages(&req.messages)?,
+        tools: req.tools.clone(),
+        kwargs: output::ReasoningEffort::template_kwargs(
+            req.reasoning_effort,
+            req.chat_template_kwargs.as_ref(),
+        ),
+    })
 }
 
 /// `POST /v1/chat/completions/input_tokens` (llama-server's): the prompt tokens the same
@@ -254,19 +254,8 @@ async fn chat_input_tokens(
 ) -> Result<Json<Value>> {
     let loaded = loaded(&state)?;
     let req: ChatRequest = parse_json(body)?;
-    let (messages, kwargs) = chat_parts(&req)?;
-    let n = generation::chat_tokens(
-        loaded,
-        &ChatInput {
-            messages: &messages,
-            tools: req.tools.as_ref(),
-            kwargs: kwargs.as_ref(),
-        },
-    )?
-    .len();
-    Ok(Json(
-        serde_json::json!({"object": "response.input_tokens", "input_tokens": n}),
-    ))
+    let n = generation::chat_tokens(loaded, &chat_input(&req)?)?.len();
+    Ok(Json(generation::input_tokens_answer(n)))
 }
 
 async fn chat(
@@ -281,7 +270,7 @@ async fn chat(
         )
         .into());
     }
-    let (messages, kwargs) = chat_parts(&req)?;
+    let chat = chat_input(&req)?;
     let tools = match &req.tools {
         Some(t) => output::openai_tools(t)?,
         None => Vec::new(),
@@ -297,13 +286,8 @@ async fn chat(
     };
     let max = req.max_tokens.or(req.max_completion_tokens);
     let logprobs = top_logprobs(req.logprobs.unwrap_or(false), req.top_logprobs)?;
-    let chat = ChatInput {
-        messages: &messages,
-        tools: req.tools.as_ref(),
-        kwargs: kwargs.as_ref(),
-    };
     let shape = shape(&state, "chatcmpl", true, &req.sampling);
-    let prepared = prepare_chat(loaded, chat, &ask, &req.sampling.asked(max, None))?
+    let prepared = prepare_chat(loaded, &chat, &ask, &req.sampling.asked(max, None))?
         .with_logprobs(logprobs)
         .with_control_id(shape.id.clone());
     respond(&state, prepared, shape, req.sampling.stream, |c| {
