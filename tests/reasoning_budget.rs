@@ -113,8 +113,9 @@ fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
     let ((reasoning, content), counted) = split_counted(&server, &chat_body(json!({})));
     assert_eq!((content.as_str(), counted), ("", 24));
     assert_eq!(reasoning.trim(), detokenize(&server, &free).trim());
-    // The synthetic vocabulary spells `</think>` in several tokens; the close is them all.
+    // `</think>` is one added token, as in Qwen's vocabulary: the close is that token.
     let close = tokens(&server, "</think>");
+    assert_eq!(close.len(), 1, "{close:?}");
     assert!(!detokenize(&server, &free).contains("</think>"));
 
     // Budget 5: the first 5 tokens are the free reply's (the budget waits for a whole
@@ -289,15 +290,15 @@ fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
 
 /// A block the model opens itself is counted from its opening, a forced close beats even a
 /// +100 bias, and a new opening gets a fresh budget: with the opening tag forced at every
-/// step, the tokens cycle exactly. The tags are the request's own (two control tokens).
+/// step, the tokens cycle exactly. The tags are the request's own, given as Qwen's.
 #[test]
 fn a_block_the_model_opens_is_counted_and_each_new_one_rearms() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let server = Server::start(&model, &[]);
-    // Control tokens that do not end a generation (llama.cpp ends one at `<|fim_pad|>`).
-    let (open_tag, close_tag) = ("<|fim_prefix|>", "<|fim_suffix|>");
+    // Each is one added token, as in Qwen's vocabulary.
+    let (open_tag, close_tag) = ("<think>", "</think>");
     let open = tokens(&server, open_tag);
     let close = tokens(&server, close_tag);
     assert_eq!((open.len(), close.len()), (1, 1));

@@ -19,6 +19,7 @@ of life, the universe and everything? It is forty two, or so the story goes.";
 /// llama.cpp token types.
 pub const TYPE_NORMAL: i32 = 1;
 pub const TYPE_CONTROL: i32 = 3;
+pub const TYPE_USER_DEFINED: i32 = 4;
 pub const TYPE_UNUSED: i32 = 5;
 
 /// The chat format a preset's model speaks: its template and the special tokens it uses.
@@ -73,6 +74,26 @@ impl ChatFormat {
         }
     }
 
+    /// Added tokens that are not control tokens, appended after [`ChatFormat::specials`]:
+    /// Qwen's `<think>`, `</think>`, `<tool_call>` and `<tool_response>` tags, each one
+    /// token in its vocabulary (USER_DEFINED in its GGUFs). llama.cpp tokenizes them as one
+    /// token wherever they appear, without parsing specials, and prints them even when
+    /// special tokens are not rendered, so thinking and tool calls tokenize here as they do
+    /// on the real model. Harmony's tags are all control tokens.
+    pub fn added(self) -> &'static [&'static str] {
+        match self {
+            ChatFormat::ChatMl => &[
+                "<tool_call>",
+                "</tool_call>",
+                "<tool_response>",
+                "</tool_response>",
+                "<think>",
+                "</think>",
+            ],
+            ChatFormat::Harmony => &[],
+        }
+    }
+
     /// `tokenizer.ggml.pre`: the pre-tokenizer of the family's tokenizer (Qwen2's, or
     /// o200k's for harmony models).
     pub fn pre_tokenizer(self) -> &'static str {
@@ -119,10 +140,11 @@ pub fn byte_to_unicode() -> [char; 256] {
     map
 }
 
-/// Train `n_merges` BPE merges on the corpus, add `format`'s control tokens and pad the
-/// vocabulary to `n_vocab` tokens.
+/// Train `n_merges` BPE merges on the corpus, add `format`'s control and added tokens and
+/// pad the vocabulary to `n_vocab` tokens.
 pub fn build(n_vocab: usize, n_merges: usize, format: ChatFormat) -> Tokenizer {
     let specials = format.specials();
+    let added = format.added();
     let b2u = byte_to_unicode();
     let mut tokens: Vec<String> = b2u.iter().map(|c| c.to_string()).collect();
     let mut types = vec![TYPE_NORMAL; 256];
@@ -141,7 +163,7 @@ pub fn build(n_vocab: usize, n_merges: usize, format: ChatFormat) -> Tokenizer {
     let mut words: Vec<(Vec<String>, u64)> = words.into_iter().collect();
     words.sort();
 
-    let budget = n_vocab.saturating_sub(256 + specials.len());
+    let budget = n_vocab.saturating_sub(256 + specials.len() + added.len());
     let mut merges = Vec::new();
     while merges.len() < n_merges.min(budget) {
         let mut pairs: HashMap<(String, String), u64> = HashMap::new();
@@ -194,6 +216,11 @@ pub fn build(n_vocab: usize, n_merges: usize, format: ChatFormat) -> Tokenizer {
         tokens.push(s.to_string());
         types.push(TYPE_CONTROL);
     }
+    // Their text is stored as is, not byte-mapped: llama.cpp prints an added token's text raw.
+    for &s in added {
+        tokens.push(s.to_string());
+        types.push(TYPE_USER_DEFINED);
+    }
     let mut k = 0;
     while tokens.len() < n_vocab {
         tokens.push(format!("<|unused_{k}|>"));
@@ -243,6 +270,11 @@ mod tests {
         for s in ChatFormat::Harmony.specials() {
             let i = h.tokens.iter().position(|t| t == s).unwrap();
             assert_eq!(h.types[i], TYPE_CONTROL, "{s}");
+        }
+        for s in ChatFormat::ChatMl.added() {
+            let i = t.tokens.iter().position(|x| x == s).unwrap();
+            assert_eq!(t.types[i], TYPE_USER_DEFINED, "{s}");
+            assert!(!t.normal_ids.contains(&(i as u32)), "{s}");
         }
     }
 }
