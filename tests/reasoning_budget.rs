@@ -470,3 +470,45 @@ fn a_client_ends_the_reasoning_of_a_running_reply() {
     assert_eq!(code, 400);
     assert!(v.to_string().contains("reasoning_end"), "{v}");
 }
+
+/// gpt-oss's analysis channel: its close `<|end|>` is forced as any tag is, and the
+/// generation goes on after it (llama.cpp keeps `<|end|>` out of a harmony vocabulary's
+/// end-of-generation tokens), so a budgeted analysis leads on to the model's next message.
+/// The random model never opens the channel itself, so the prompt opens it.
+#[test]
+fn a_harmony_analysis_past_its_budget_is_closed_and_the_reply_goes_on() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "gpt-oss-20b-mini", &[]);
+    let server = Server::start(&model, &[]);
+    let rendered = server
+        .post("/apply-template", &chat_body(json!({})))
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(rendered.ends_with("<|start|>assistant"), "{rendered:?}");
+    let prompt = format!("{rendered}<|channel|>analysis<|message|>");
+    let end = tokens(&server, "<|end|>");
+    assert_eq!(end.len(), 1, "{end:?}");
+
+    let free = completion_ids(&server, &prompt, json!({}));
+    assert_eq!(free.len(), 24);
+    assert!(!free.contains(&end[0]), "{free:?}");
+    let n = 3;
+    let budgeted = completion_ids(
+        &server,
+        &prompt,
+        json!({"reasoning_budget_tokens": n, "reasoning_budget_arm_immediately": true,
+               "reasoning_budget_start_tag": "<|channel|>analysis",
+               "reasoning_budget_end_tag": "<|end|>"}),
+    );
+    assert!(!detokenize(&server, &free[..n]).contains('\u{fffd}'));
+    assert_eq!(budgeted[..n], free[..n], "{budgeted:?}");
+    assert_eq!(budgeted[n], end[0], "{budgeted:?}");
+    assert_eq!(
+        budgeted.len(),
+        24,
+        "the close ended the generation: {budgeted:?}"
+    );
+}
