@@ -231,7 +231,7 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
         (
             "/v1/responses",
             r#"{"input": "x", "previous_response_id": "resp_1"}"#,
-            "keeps no responses",
+            "no stored response has the id `resp_1`",
         ),
         (
             "/completion",
@@ -638,4 +638,163 @@ fn token_counts_are_the_prompt_each_request_evaluates() {
     );
     assert_eq!(code, 400, "{v}");
     assert!(!error_message("/v1/responses/input_tokens", &v).is_empty());
+}
+
+/// A GET or DELETE: its status and JSON body.
+fn call(method: &str, server: &Server, path: &str) -> (u16, Value) {
+    match ureq::request(method, &server.url(path)).call() {
+        Ok(r) => (r.status(), r.into_json().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("transport error: {e}"),
+    }
+}
+
+/// Responses the server keeps: `previous_response_id` evaluates exactly the conversation a
+/// client would send whole (the same prompt tokens, the same greedy reply, the earlier
+/// turns' KV reused), streamed or not; a response is read back, its input items listed,
+/// deleted, and a chain through a deleted one, an unknown id or `store: false` say so.
+#[test]
+fn stored_responses_continue_a_conversation() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &["-c", "4096"]);
+    let ok = |path: &str, body: Value| -> Value {
+        let (code, v) = post_raw(&server, path, &body.to_string(), None);
+        assert_eq!(code, 200, "{path}: {v}");
+        v
+    };
+    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
+    // Longer than a ubatch, so that the continuation keeps whole ubatches.
+    let first_text =
+        "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let first = ok(
+        "/v1/responses",
+        ask(json!({"input": first_text, "instructions": "Be brief."})),
+    );
+    assert_eq!(first["store"], true, "{first}");
+    let id1 = first["id"].as_str().unwrap();
+
+    let second = ok(
+        "/v1/responses",
+        ask(json!({"input": "And their lengths?",
+        "previous_response_id": id1, "instructions": "Be brief."})),
+    );
+    assert_eq!(second["previous_response_id"], id1);
+    // The same conversation sent whole, as a stateless client would.
+    let mut whole = vec![json!({"role": "user", "content": first_text})];
+    whole.extend(first["output"].as_array().unwrap().iter().cloned());
+    whole.push(json!({"role": "user", "content": "And their lengths?"}));
+    let stateless = ok(
+        "/v1/responses",
+        ask(json!({"input": whole, "instructions": "Be brief.", "store": false})),
+    );
+    assert_eq!(
+        second["usage"]["input_tokens"],
+        stateless["usage"]["input_tokens"]
+    );
+    assert_eq!(
+        second["output"][0]["content"],
+        stateless["output"][0]["content"]
+    );
+    let first_prompt = first["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(
+        second["usage"]["input_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            >= first_prompt / 2,
+        "{second}"
+    );
+    let counted = ok(
+        "/v1/responses/input_tokens",
+        json!({"input": "And their lengths?",
+        "previous_response_id": id1, "instructions": "Be brief."}),
+    );
+    assert_eq!(counted["input_tokens"], second["usage"]["input_tokens"]);
+    // `store: false` keeps nothing.
+    let (code, _) = call(
+        "GET",
+        &server,
+        &format!("/v1/responses/{}", stateless["id"].as_str().unwrap()),
+    );
+    assert_eq!(code, 404);
+
+    // Read back, and the request's own input items (not the earlier turns').
+    let id2 = second["id"].as_str().unwrap();
+    let (code, got) = call("GET", &server, &format!("/v1/responses/{id2}"));
+    assert_eq!((code, &got["output"]), (200, &second["output"]));
+    let (code, items) = call("GET", &server, &format!("/v1/responses/{id2}/input_items"));
+    assert_eq!(code, 200, "{items}");
+    let data = items["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "{items}");
+    assert_eq!(data[0]["content"][0]["text"], "And their lengths?");
+    assert_eq!(items["first_id"], data[0]["id"]);
+
+    // Streamed, continuing the second: kept once its stream completes.
+    let events = server.stream(
+        "/v1/responses",
+        &ask(json!({"input": "Thanks.", "previous_response_id": id2, "stream": true})),
+    );
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "response.completed")
+        .unwrap();
+    let id3 = done["response"]["id"].as_str().unwrap();
+    assert!(
+        done["response"]["usage"]["input_tokens"].as_u64()
+            > second["usage"]["input_tokens"].as_u64()
+    );
+    let (code, got) = call("GET", &server, &format!("/v1/responses/{id3}"));
+    assert_eq!((code, &got["previous_response_id"]), (200, &json!(id2)));
+
+    // Deleted: gone, and the chain through it says why.
+    let (code, del) = call("DELETE", &server, &format!("/v1/responses/{id1}"));
+    assert_eq!((code, &del["deleted"]), (200, &json!(true)));
+    let (code, v) = call("GET", &server, &format!("/v1/responses/{id1}"));
+    assert_eq!(code, 404, "{v}");
+    assert!(error_message("/v1/responses", &v).contains(id1), "{v}");
+    let (code, v) = call("DELETE", &server, &format!("/v1/responses/{id1}"));
+    assert_eq!(code, 404, "{v}");
+    let (code, v) = post_raw(
+        &server,
+        "/v1/responses",
+        &ask(json!({"input": "x", "previous_response_id": id3})).to_string(),
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    let msg = error_message("/v1/responses", &v);
+    assert!(
+        msg.contains(id1) && msg.contains("no longer stored"),
+        "{msg}"
+    );
+}
+
+/// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.
+#[test]
+fn a_server_without_a_response_store_says_to_send_the_conversation() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &["--responses-store-mb", "0"]);
+    let (code, r) = post_raw(
+        &server,
+        "/v1/responses",
+        r#"{"input": "Hi", "max_output_tokens": 2}"#,
+        None,
+    );
+    assert_eq!((code, &r["store"]), (200, &json!(false)), "{r}");
+    let (code, _) = call(
+        "GET",
+        &server,
+        &format!("/v1/responses/{}", r["id"].as_str().unwrap()),
+    );
+    assert_eq!(code, 404);
+    let body = json!({"input": "x", "previous_response_id": r["id"]}).to_string();
+    let (code, v) = post_raw(&server, "/v1/responses", &body, None);
+    assert_eq!(code, 400, "{v}");
+    let msg = error_message("/v1/responses", &v);
+    assert!(
+        msg.contains("keeps none") && msg.contains("whole conversation"),
+        "{msg}"
+    );
 }

@@ -52,18 +52,6 @@ fn split_counted(server: &Server, body: &Value) -> ((String, String), u64) {
     ((reasoning, content), counted)
 }
 
-/// A counter's value in the server's `/metrics`.
-fn metric(server: &Server, name: &str) -> f64 {
-    let text = ureq::get(&server.url("/metrics"))
-        .call()
-        .unwrap()
-        .into_string()
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} is not in /metrics"))
-}
-
 fn tokens(server: &Server, text: &str) -> Vec<Value> {
     server
         .post(
@@ -275,13 +263,13 @@ fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
     );
     // `/metrics` counts the closes forced and the reasoning tokens: this chat's two requests
     // (streamed and not), 5 tokens each.
-    assert_eq!(metric(&server, "epm_reasoning_budget_closes_total"), 2.0);
-    assert_eq!(metric(&server, "epm_reasoning_tokens_total"), 10.0);
+    assert_eq!(server.metric("epm_reasoning_budget_closes_total"), 2.0);
+    assert_eq!(server.metric("epm_reasoning_tokens_total"), 10.0);
     let (r, c) = split(&server, &chat_body(json!({"thinking_budget_tokens": -1})));
     assert_eq!((r.trim(), c.as_str()), (reasoning.trim(), ""));
-    assert_eq!(metric(&server, "epm_reasoning_budget_closes_total"), 2.0);
+    assert_eq!(server.metric("epm_reasoning_budget_closes_total"), 2.0);
     assert_eq!(
-        metric(&server, "epm_reasoning_tokens_total"),
+        server.metric("epm_reasoning_tokens_total"),
         10.0 + 2.0 * 24.0
     );
     // A raw prompt is its writer's: the server's budget does not reach `/completion`.

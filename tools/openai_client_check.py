@@ -6,7 +6,9 @@ prompt of token ids, and a `suffix` (fill-in-the-middle: the model's FIM tokens 
 prompt and the suffix, checked against llama-server's `/completion` given those tokens); and what agents use: tool calls
 (tool_choice required, streamed and not, arguments validated with jsonschema), structured
 output parsed into a Pydantic model, logprobs with top_logprobs, and the Responses API
-(with `responses.input_tokens.count` against the usage of the same request). Starts the server itself on a
+(with `responses.input_tokens.count` against the usage of the same request; a conversation
+continued by `previous_response_id`, against the same conversation sent whole, then
+`responses.retrieve`, `input_items.list` and `delete`). Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
@@ -126,8 +128,37 @@ def agent_checks(client):
                         "function_calls": [(f.name, f.arguments) for f in fcs],
                         "stream_argument_deltas": deltas, "stream_calls": [(f.name, f.arguments) for f in done_calls],
                         "input_tokens": r.usage.input_tokens, "input_tokens_counted": counted}
+    # Stored responses: a second turn by `previous_response_id` evaluates what the
+    # conversation sent whole would, and answers the same; then read back, listed, deleted.
+    first = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
+    chained = client.responses.create(model="any", input="And another?", previous_response_id=first.id,
+                                      max_output_tokens=8, temperature=0)
+    whole = client.responses.create(model="any", max_output_tokens=8, temperature=0, store=False, input=[
+        {"role": "user", "content": "Name a colour."}, *[o.model_dump() for o in first.output],
+        {"role": "user", "content": "And another?"}])
+    got = client.responses.retrieve(chained.id)
+    listed = client.responses.input_items.list(chained.id)
+    client.responses.delete(first.id)
+    try:
+        client.responses.retrieve(first.id)
+        gone = False
+    except openai.NotFoundError:
+        gone = True
+    try:
+        client.responses.create(model="any", input="x", previous_response_id=chained.id, max_output_tokens=2)
+        broken_refused = False
+    except openai.BadRequestError as e:
+        broken_refused = "no longer stored" in str(e)
+    out["stored_responses"] = {
+        "chained_input_tokens": chained.usage.input_tokens, "whole_input_tokens": whole.usage.input_tokens,
+        "same_reply": chained.output_text == whole.output_text,
+        "cached_tokens": chained.usage.input_tokens_details.cached_tokens,
+        "retrieved_same": got.output_text == chained.output_text, "listed_items": len(listed.data),
+        "deleted_is_404": gone, "broken_chain_is_400": broken_refused}
+    stored_ok = (chained.usage.input_tokens == whole.usage.input_tokens and chained.output_text == whole.output_text
+                 and got.output_text == chained.output_text and len(listed.data) == 1 and gone and broken_refused)
     responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
-                    and r.usage.input_tokens > 0 and counted == r.usage.input_tokens)
+                    and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok)
     out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
                          and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
                          and all(p is not None for p in pets)

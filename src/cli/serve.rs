@@ -60,6 +60,12 @@ pub struct ServeArgs {
     /// 0: only when the server stops.
     #[arg(long, default_value_t = 10)]
     prompt_cache_idle_s: u64,
+    /// Memory for Responses API responses kept so that a request can continue one by its
+    /// `previous_response_id` (and `GET /v1/responses/{id}` read it back); the least
+    /// recently used go first. Taken from the expert cache's share of the budget as any
+    /// other memory of the server's. 0: none kept.
+    #[arg(long, default_value_t = 16)]
+    responses_store_mb: usize,
     #[command(flatten)]
     chat: ChatArgs,
 }
@@ -141,6 +147,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             tokens: a.chat.budget_tokens(),
             message: a.chat.reasoning_budget_message.clone(),
         },
+        responses_store_bytes: a.responses_store_mb << 20,
     };
     let disk = run.disk_mb_per_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()

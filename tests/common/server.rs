@@ -117,6 +117,18 @@ impl Server {
             .unwrap_or_else(|e| panic!("chat failed: {e:?}"))
     }
 
+    /// The value of an unlabelled series in `/metrics`.
+    pub fn metric(&self, name: &str) -> f64 {
+        let text = ureq::get(&self.url("/metrics"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} is not in /metrics"))
+    }
+
     /// A streaming request's events (the JSON of each `data:` line, `[DONE]` as a string).
     pub fn stream(&self, path: &str, body: &Value) -> Vec<Value> {
         let r = ureq::post(&self.url(path))

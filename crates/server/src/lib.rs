@@ -25,6 +25,7 @@ mod ops;
 pub mod output;
 pub mod page;
 pub mod protocol;
+pub mod response_store;
 pub mod responses;
 mod sse;
 pub mod state;
@@ -67,6 +68,8 @@ pub struct ServerOptions {
     pub prompt_store: Option<PromptStoreOptions>,
     /// The reasoning budget of requests that set none (`--reasoning-budget`).
     pub reasoning_budget: output::BudgetDefaults,
+    /// Memory for stored Responses API responses (`previous_response_id`); 0: none kept.
+    pub responses_store_bytes: usize,
 }
 
 /// The prompt store of a server (`epm_engine::prompt_folder`).
@@ -181,6 +184,9 @@ pub async fn serve(
         cors: protocol::CorsOrigins::from_flags(&opts.cors_origins),
         disk_mb_per_s: opts.disk_mb_per_s,
         reasoning_controls: Default::default(),
+        responses: Mutex::new(response_store::ResponseStore::new(
+            opts.responses_store_bytes,
+        )),
     });
     let max_body = opts.max_body_bytes;
     let (load_tx, load_rx) = tokio::sync::oneshot::channel::<Result<(), EngineError>>();

@@ -3,19 +3,21 @@
 //! `tool_choice`, `text.format`, `max_output_tokens`; the reply as output items (reasoning,
 //! message, function calls), or the typed stream events (`response.created`,
 //! `response.output_text.delta`, `response.function_call_arguments.delta`,
-//! `response.completed` ...). Stateless: `previous_response_id` is refused with a 400.
+//! `response.completed` ...). Responses are kept in memory ([`crate::response_store`])
+//! unless `store` is false: `previous_response_id` continues one, and `GET` / `DELETE
+//! /v1/responses/{id}` and `GET /v1/responses/{id}/input_items` read and remove them.
 //! `POST /v1/responses/input_tokens` counts a request's input tokens.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::Stream;
 use serde::Deserialize;
@@ -24,13 +26,14 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use epm_engine::generation::{Event, FinishReason};
 
-use crate::error::{parse_json, ApiError};
+use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{
     self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
 };
 use crate::openai::wire::{new_id, now, ToolChoice};
 use crate::openai::OpenAiError;
 use crate::output::{self, Format, OutputAsk, ReasoningEffort};
+use crate::response_store::StoreError;
 use crate::state::AppState;
 
 type Result<T> = std::result::Result<T, OpenAiError>;
@@ -41,6 +44,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/responses", post(responses))
         .route("/v1/responses/input_tokens", post(input_tokens))
         .route("/responses/input_tokens", post(input_tokens))
+        .route("/v1/responses/{id}", get(retrieve).delete(delete_response))
+        .route("/v1/responses/{id}/input_items", get(list_input_items))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -71,6 +76,8 @@ struct ResponsesRequest {
     text: Option<TextOptions>,
     reasoning: Option<ReasoningOptions>,
     previous_response_id: Option<String>,
+    /// Keep the response for `previous_response_id` and `GET` (OpenAI's default: true).
+    store: Option<bool>,
     /// llama-server's reasoning budget, as the chat endpoint takes it.
     #[serde(flatten)]
     budget: output::WireBudget,
@@ -93,20 +100,63 @@ fn item_text(content: &Value) -> String {
     }
 }
 
-/// The input items as the template's messages.
-fn template_messages(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError> {
-    let mut out = Vec::new();
-    if let Some(i) = &req.instructions {
-        out.push(json!({"role": "system", "content": i}));
-    }
-    let items = match &req.input {
-        Input::Text(t) => vec![json!({"role": "user", "content": t})],
+/// The request's own input items, a string input as a user message; each message without
+/// an id gets one, as OpenAI lists stored input items with theirs.
+fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError> {
+    let mut items = match &req.input {
+        Input::Text(t) => vec![json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": t}]})],
         Input::Items(v) => v.clone(),
     };
     if items.is_empty() {
         return Err(ApiError::bad_request(
             "`input` is empty: send text or at least one item",
         ));
+    }
+    for item in &mut items {
+        if let Some(o) = item.as_object_mut() {
+            o.entry("id").or_insert_with(|| json!(new_id("msg")));
+        }
+    }
+    Ok(items)
+}
+
+/// The conversation a request continues (`previous_response_id`'s, from the store), then
+/// its `own` items.
+fn conversation(
+    state: &AppState,
+    req: &ResponsesRequest,
+    own: Vec<Value>,
+) -> std::result::Result<Vec<Value>, ApiError> {
+    let Some(previous) = &req.previous_response_id else {
+        return Ok(own);
+    };
+    let mut store = state
+        .responses
+        .lock()
+        .map_err(|_| ApiError::internal("the response store is unusable"))?;
+    if !store.enabled() {
+        return Err(ApiError::bad_request(
+            "`previous_response_id` needs stored responses, and this server keeps none (serve --responses-store-mb 0): send the whole conversation in `input`",
+        ));
+    }
+    let mut items = store.conversation(previous).map_err(|e| {
+        ApiError::bad_request(format!(
+            "`previous_response_id`: {e}; send the whole conversation in `input`"
+        ))
+    })?;
+    items.extend(own);
+    Ok(items)
+}
+
+/// The instructions and input items as the template's messages.
+fn template_messages(
+    instructions: Option<&str>,
+    items: &[Value],
+) -> std::result::Result<Vec<Value>, ApiError> {
+    let mut out = Vec::new();
+    if let Some(i) = instructions {
+        out.push(json!({"role": "system", "content": i}));
     }
     for (i, item) in items.iter().enumerate() {
         let kind = item
@@ -201,23 +251,56 @@ fn usage(u: &generation::Usage) -> Value {
            "total_tokens": u.prompt + u.completion})
 }
 
-/// The response object around `output`.
-fn envelope(
-    id: &str,
-    model: &str,
-    status: &str,
-    output: Vec<Value>,
-    finish: Option<&FinishReason>,
-    u: &generation::Usage,
-) -> Value {
-    let incomplete = matches!(finish, Some(FinishReason::Length));
-    json!({
-        "id": id, "object": "response", "created_at": now(), "model": model,
-        "status": if incomplete { "incomplete" } else { status },
-        "incomplete_details": if incomplete { json!({"reason": "max_output_tokens"}) } else { Value::Null },
-        "output": output, "usage": usage(u), "error": null, "parallel_tool_calls": false,
-        "tool_choice": "auto", "tools": [], "metadata": {},
-    })
+/// What a response object says of its request, and where it is kept once done.
+struct ResponseMeta {
+    id: String,
+    model: String,
+    previous_response_id: Option<String>,
+    instructions: Option<String>,
+    /// Kept once done: the store and the request's own input items.
+    keep: Option<(Arc<AppState>, Vec<Value>)>,
+}
+
+impl ResponseMeta {
+    /// The response object around `output`.
+    fn envelope(
+        &self,
+        status: &str,
+        output: Vec<Value>,
+        finish: Option<&FinishReason>,
+        u: &generation::Usage,
+    ) -> Value {
+        let incomplete = matches!(finish, Some(FinishReason::Length));
+        json!({
+            "id": self.id, "object": "response", "created_at": now(), "model": self.model,
+            "status": if incomplete { "incomplete" } else { status },
+            "incomplete_details": if incomplete { json!({"reason": "max_output_tokens"}) } else { Value::Null },
+            "output": output, "usage": usage(u), "error": null, "parallel_tool_calls": false,
+            "tool_choice": "auto", "tools": [], "metadata": {},
+            "previous_response_id": self.previous_response_id, "instructions": self.instructions,
+            "store": self.keep.is_some(),
+        })
+    }
+
+    /// Keep the finished `response`, when asked to.
+    fn keep(&self, response: &Value) {
+        let Some((state, input)) = &self.keep else {
+            return;
+        };
+        if let Ok(mut store) = state.responses.lock() {
+            if !store.insert(
+                &self.id,
+                self.previous_response_id.clone(),
+                input.clone(),
+                response.clone(),
+            ) {
+                tracing::warn!(
+                    "response {} is larger than the whole response store (--responses-store-mb): not kept",
+                    self.id
+                );
+            }
+        }
+    }
 }
 
 fn message_item(id: &str, text: &str, status: &str) -> Value {
@@ -235,10 +318,11 @@ fn reasoning_item(text: &str) -> Value {
            "content": [{"type": "reasoning_text", "text": text}]})
 }
 
-/// What a request gives the template: its messages, tools and variables.
-fn chat_input(req: &ResponsesRequest) -> std::result::Result<ChatInput, ApiError> {
+/// What a request gives the template: its instructions and the conversation's `items` as
+/// messages, its tools and variables.
+fn chat_input(req: &ResponsesRequest, items: &[Value]) -> std::result::Result<ChatInput, ApiError> {
     Ok(ChatInput {
-        messages: template_messages(req)?,
+        messages: template_messages(req.instructions.as_deref(), items)?,
         tools: req.tools.as_deref().map(chat_tools).transpose()?,
         kwargs: ReasoningEffort::template_kwargs(
             req.reasoning.as_ref().and_then(|r| r.effort),
@@ -255,7 +339,8 @@ async fn input_tokens(
 ) -> Result<Json<Value>> {
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
-    let n = chat_tokens(loaded, &chat_input(&req)?)?.len();
+    let items = conversation(&state, &req, own_items(&req)?)?;
+    let n = chat_tokens(loaded, &chat_input(&req, &items)?)?.len();
     Ok(Json(generation::input_tokens_answer(n)))
 }
 
@@ -264,14 +349,10 @@ async fn responses(
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Result<Response> {
     let req: ResponsesRequest = parse_json(body)?;
-    if req.previous_response_id.is_some() {
-        return Err(ApiError::bad_request(
-            "`previous_response_id` is not supported: this server keeps no responses; send the whole conversation in `input`",
-        )
-        .into());
-    }
     let loaded = loaded(&state)?;
-    let chat = chat_input(&req)?;
+    let own = own_items(&req)?;
+    let items = conversation(&state, &req, own.clone())?;
+    let chat = chat_input(&req, &items)?;
     let choice: output::ToolChoice = match &req.tool_choice {
         None => output::ToolChoice::Auto,
         Some(Value::Object(o)) if o.get("name").is_some() => {
@@ -300,11 +381,17 @@ async fn responses(
         ..Default::default()
     };
     let p = prepare_chat(loaded, &chat, &ask, &asked)?;
-    let id = new_id("resp");
-    let model = state.model_name.clone();
+    let keep = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
+    let meta = ResponseMeta {
+        id: new_id("resp"),
+        model: state.model_name.clone(),
+        previous_response_id: req.previous_response_id.clone(),
+        instructions: req.instructions.clone(),
+        keep: keep.then(|| (state.clone(), own)),
+    };
     let rx = submit(&state, p)?;
     if req.stream {
-        return Ok(Sse::new(sse(rx, id, model))
+        return Ok(Sse::new(sse(rx, meta))
             .keep_alive(KeepAlive::default())
             .into_response());
     }
@@ -321,20 +408,67 @@ async fn responses(
             .iter()
             .map(|t| call_item(t, "completed", &t.arguments)),
     );
-    Ok(Json(envelope(
-        &id,
-        &model,
-        "completed",
-        output,
-        Some(&c.finish_reason),
-        &c.usage,
+    let response = meta.envelope("completed", output, Some(&c.finish_reason), &c.usage);
+    meta.keep(&response);
+    Ok(Json(response).into_response())
+}
+
+fn stored<T>(r: std::result::Result<T, StoreError>) -> Result<T> {
+    r.map_err(|e| ApiError::new(ErrorKind::NotFound, e.to_string()).into())
+}
+
+fn store(
+    state: &AppState,
+) -> Result<std::sync::MutexGuard<'_, crate::response_store::ResponseStore>> {
+    state
+        .responses
+        .lock()
+        .map_err(|_| ApiError::internal("the response store is unusable").into())
+}
+
+/// `GET /v1/responses/{id}`: a stored response.
+async fn retrieve(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let r = store(&state)?.response(&id);
+    Ok(Json(stored(r)?))
+}
+
+/// `DELETE /v1/responses/{id}`.
+async fn delete_response(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    if !store(&state)?.delete(&id) {
+        stored::<()>(Err(StoreError::NotFound(id.clone())))?;
+    }
+    Ok(Json(
+        json!({"id": id, "object": "response.deleted", "deleted": true}),
     ))
-    .into_response())
+}
+
+/// `GET /v1/responses/{id}/input_items`: the items the response was sent, as one page
+/// (`order=asc` oldest first, the default `desc` newest first).
+async fn list_input_items(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
+) -> Result<Json<Value>> {
+    let mut items = stored(store(&state)?.input_items(&id))?;
+    if q.get("order").map(String::as_str) != Some("asc") {
+        items.reverse();
+    }
+    let first = items.first().and_then(|i| i.get("id")).cloned();
+    let last = items.last().and_then(|i| i.get("id")).cloned();
+    Ok(Json(
+        json!({"object": "list", "data": items, "first_id": first, "last_id": last,
+                   "has_more": false}),
+    ))
 }
 
 struct StreamState {
-    id: String,
-    model: String,
+    meta: ResponseMeta,
     usage: generation::Usage,
     pending: VecDeque<SseEvent>,
     seq: u64,
@@ -380,14 +514,7 @@ impl StreamState {
                 cached_tokens,
             } => {
                 self.usage.started(prompt_tokens, cached_tokens);
-                let r = envelope(
-                    &self.id,
-                    &self.model,
-                    "in_progress",
-                    vec![],
-                    None,
-                    &self.usage,
-                );
+                let r = self.meta.envelope("in_progress", vec![], None, &self.usage);
                 self.emit("response.created", json!({"response": r}));
                 self.emit("response.in_progress", json!({"response": r}));
             }
@@ -464,14 +591,13 @@ impl StreamState {
             } => {
                 self.close_message();
                 self.usage.finished(completion_tokens, reasoning_tokens);
-                let r = envelope(
-                    &self.id,
-                    &self.model,
+                let r = self.meta.envelope(
                     "completed",
                     std::mem::take(&mut self.output),
                     Some(&finish_reason),
                     &self.usage,
                 );
+                self.meta.keep(&r);
                 // Always `response.completed` (its status says `incomplete` when cut off), as
                 // llama-server sends it and as the SDK's stream helper waits for it.
                 self.emit("response.completed", json!({"response": r}));
@@ -490,12 +616,10 @@ impl StreamState {
 
 fn sse(
     rx: UnboundedReceiver<Event>,
-    id: String,
-    model: String,
+    meta: ResponseMeta,
 ) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
     let state = StreamState {
-        id,
-        model,
+        meta,
         usage: Default::default(),
         pending: VecDeque::new(),
         seq: 0,

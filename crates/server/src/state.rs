@@ -60,6 +60,8 @@ pub struct AppState {
     pub disk_mb_per_s: Option<f64>,
     /// Running chat completions a client may tell to end their reasoning.
     pub reasoning_controls: Arc<ReasoningControls>,
+    /// Responses API responses kept for `previous_response_id` and `GET /v1/responses/{id}`.
+    pub responses: Mutex<crate::response_store::ResponseStore>,
 }
 
 /// Running chat completions that a client may tell to end their reasoning block now
