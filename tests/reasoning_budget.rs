@@ -152,6 +152,49 @@ fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
         "{resp}"
     );
     assert_eq!(resp["output"][0]["type"], "reasoning", "{resp}");
+    assert_eq!(
+        resp["output"][0]["content"][0]["text"]
+            .as_str()
+            .map(str::trim),
+        Some(thought.trim())
+    );
+    // Streamed, the reasoning is one item whose text comes in `reasoning_text` deltas, and
+    // the completed response's output is the one not streamed.
+    let events = server.stream(
+        "/v1/responses",
+        &json!({"input": "Why is the sky blue?", "max_output_tokens": 24, "temperature": 0,
+                "thinking_budget_tokens": n, "stream": true}),
+    );
+    let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
+    let added: Vec<&Value> = of("response.output_item.added")
+        .map(|e| &e["item"]["type"])
+        .collect();
+    assert_eq!(added, [&json!("reasoning"), &json!("message")]);
+    let deltas: String = of("response.reasoning_text.delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(
+        deltas,
+        resp["output"][0]["content"][0]["text"].as_str().unwrap()
+    );
+    assert_eq!(of("response.reasoning_text.delta").count(), n);
+    let done = of("response.completed").next().unwrap();
+    let without_ids = |output: &Value| -> Vec<Value> {
+        output
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                o.as_object_mut().unwrap().remove("id");
+                o
+            })
+            .collect()
+    };
+    assert_eq!(
+        without_ids(&done["response"]["output"]),
+        without_ids(&resp["output"])
+    );
     // Both names at once, equal, are one budget.
     let both = json!({"thinking_budget_tokens": n, "reasoning_budget_tokens": n});
     assert_eq!(split(&server, &chat_body(both)).1, after.trim_start());

@@ -2,8 +2,9 @@
 //! messages, `function_call`, `function_call_output`), `instructions`, function `tools`,
 //! `tool_choice`, `text.format`, `max_output_tokens`; the reply as output items (reasoning,
 //! message, function calls), or the typed stream events (`response.created`,
-//! `response.output_text.delta`, `response.function_call_arguments.delta`,
-//! `response.completed` ...). Responses are kept in memory ([`crate::response_store`])
+//! `response.output_text.delta`, `response.reasoning_text.delta`,
+//! `response.function_call_arguments.delta`, `response.completed` ...; the reasoning and the
+//! answer each stream as one item). Responses are kept in memory ([`crate::response_store`])
 //! unless `store` is false: `previous_response_id` continues one, and `GET` / `DELETE
 //! /v1/responses/{id}` and `GET /v1/responses/{id}/input_items` read and remove them.
 //! `POST /v1/responses/input_tokens` counts a request's input tokens.
@@ -46,6 +47,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/responses/input_tokens", post(input_tokens))
         .route("/v1/responses/{id}", get(retrieve).delete(delete_response))
         .route("/v1/responses/{id}/input_items", get(list_input_items))
+        .route("/responses/{id}", get(retrieve).delete(delete_response))
+        .route("/responses/{id}/input_items", get(list_input_items))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -303,19 +306,61 @@ impl ResponseMeta {
     }
 }
 
-fn message_item(id: &str, text: &str, status: &str) -> Value {
-    json!({"type": "message", "id": id, "status": status, "role": "assistant",
-           "content": [{"type": "output_text", "text": text, "annotations": []}]})
+/// The two kinds of output item whose text streams: the answer and the reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextItem {
+    Message,
+    Reasoning,
+}
+
+impl TextItem {
+    /// The item's id prefix.
+    fn prefix(self) -> &'static str {
+        match self {
+            TextItem::Message => "msg",
+            TextItem::Reasoning => "rs",
+        }
+    }
+
+    /// Its content part holding `text`.
+    fn part(self, text: &str) -> Value {
+        match self {
+            TextItem::Message => json!({"type": "output_text", "text": text, "annotations": []}),
+            TextItem::Reasoning => json!({"type": "reasoning_text", "text": text}),
+        }
+    }
+
+    /// The item, with `content` as its parts (none while it opens).
+    fn item(self, id: &str, content: Vec<Value>, status: &str) -> Value {
+        match self {
+            TextItem::Message => json!({"type": "message", "id": id, "status": status,
+                                        "role": "assistant", "content": content}),
+            TextItem::Reasoning => {
+                json!({"type": "reasoning", "id": id, "summary": [], "content": content})
+            }
+        }
+    }
+
+    /// The finished item holding `text`.
+    fn done(self, id: &str, text: &str) -> Value {
+        self.item(id, vec![self.part(text)], "completed")
+    }
+
+    /// The stream events of its text: a delta, and the whole text once done.
+    fn text_events(self) -> (&'static str, &'static str) {
+        match self {
+            TextItem::Message => ("response.output_text.delta", "response.output_text.done"),
+            TextItem::Reasoning => (
+                "response.reasoning_text.delta",
+                "response.reasoning_text.done",
+            ),
+        }
+    }
 }
 
 fn call_item(c: &epm_chat::ToolCall, status: &str, arguments: &str) -> Value {
     json!({"type": "function_call", "id": new_id("fc"), "call_id": c.id.clone().unwrap_or_else(|| new_id("call")),
            "name": c.name, "arguments": arguments, "status": status})
-}
-
-fn reasoning_item(text: &str) -> Value {
-    json!({"type": "reasoning", "id": new_id("rs"), "summary": [],
-           "content": [{"type": "reasoning_text", "text": text}]})
 }
 
 /// What a request gives the template: its instructions and the conversation's `items` as
@@ -398,10 +443,10 @@ async fn responses(
     let c = collect(rx).await?;
     let mut output = Vec::new();
     if !c.reasoning.is_empty() {
-        output.push(reasoning_item(&c.reasoning));
+        output.push(TextItem::Reasoning.done(&new_id("rs"), &c.reasoning));
     }
     if !c.text.trim().is_empty() || c.tool_calls.is_empty() {
-        output.push(message_item(&new_id("msg"), &c.text, "completed"));
+        output.push(TextItem::Message.done(&new_id("msg"), &c.text));
     }
     output.extend(
         c.tool_calls
@@ -472,8 +517,9 @@ struct StreamState {
     usage: generation::Usage,
     pending: VecDeque<SseEvent>,
     seq: u64,
-    /// The open message item: its id, index and text so far.
-    message: Option<(String, usize, String)>,
+    /// The open text item (a message or the reasoning): its kind, id, index and text so
+    /// far. Each streams as one item, however many chunks its text comes in.
+    open: Option<(TextItem, String, usize, String)>,
     output: Vec<Value>,
     finished: bool,
 }
@@ -487,24 +533,52 @@ impl StreamState {
             .push_back(SseEvent::default().event(kind).data(v.to_string()));
     }
 
-    fn close_message(&mut self) {
-        if let Some((id, index, text)) = self.message.take() {
+    /// Finish the open text item, if any.
+    fn close_open(&mut self) {
+        if let Some((kind, id, index, text)) = self.open.take() {
             self.emit(
-                "response.output_text.done",
+                kind.text_events().1,
                 json!({"item_id": id, "output_index": index, "content_index": 0, "text": text}),
             );
             self.emit(
                 "response.content_part.done",
                 json!({"item_id": id, "output_index": index, "content_index": 0,
-                "part": {"type": "output_text", "text": text, "annotations": []}}),
+                       "part": kind.part(&text)}),
             );
-            let item = message_item(&id, &text, "completed");
+            let item = kind.done(&id, &text);
             self.emit(
                 "response.output_item.done",
                 json!({"output_index": index, "item": item}),
             );
             self.output.push(item);
         }
+    }
+
+    /// Stream `t` as more of a `kind` item's text: the open one, or a new one.
+    fn append(&mut self, kind: TextItem, t: &str) {
+        if self.open.as_ref().is_some_and(|o| o.0 != kind) {
+            self.close_open();
+        }
+        if self.open.is_none() {
+            let id = new_id(kind.prefix());
+            let index = self.output.len();
+            self.emit(
+                "response.output_item.added",
+                json!({"output_index": index, "item": kind.item(&id, vec![], "in_progress")}),
+            );
+            self.emit(
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": index, "content_index": 0,
+                       "part": kind.part("")}),
+            );
+            self.open = Some((kind, id, index, String::new()));
+        }
+        let Some((_, id, index, text)) = &mut self.open else {
+            return;
+        };
+        text.push_str(t);
+        let delta = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t});
+        self.emit(kind.text_events().0, delta);
     }
 
     fn encode_event(&mut self, ev: Event) {
@@ -518,47 +592,10 @@ impl StreamState {
                 self.emit("response.created", json!({"response": r}));
                 self.emit("response.in_progress", json!({"response": r}));
             }
-            Event::Text(t) => {
-                if self.message.is_none() {
-                    let id = new_id("msg");
-                    let index = self.output.len();
-                    self.emit("response.output_item.added", json!({"output_index": index,
-                        "item": {"type": "message", "id": id, "status": "in_progress", "role": "assistant", "content": []}}));
-                    self.emit(
-                        "response.content_part.added",
-                        json!({"item_id": id, "output_index": index, "content_index": 0,
-                        "part": {"type": "output_text", "text": "", "annotations": []}}),
-                    );
-                    self.message = Some((id, index, String::new()));
-                }
-                let (id, index) = match &mut self.message {
-                    Some((id, index, text)) => {
-                        text.push_str(&t);
-                        (id.clone(), *index)
-                    }
-                    None => return,
-                };
-                self.emit(
-                    "response.output_text.delta",
-                    json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t}),
-                );
-            }
-            Event::Reasoning(t) => {
-                self.close_message();
-                let item = reasoning_item(&t);
-                let index = self.output.len();
-                self.emit(
-                    "response.output_item.added",
-                    json!({"output_index": index, "item": item}),
-                );
-                self.emit(
-                    "response.output_item.done",
-                    json!({"output_index": index, "item": item}),
-                );
-                self.output.push(item);
-            }
+            Event::Text(t) => self.append(TextItem::Message, &t),
+            Event::Reasoning(t) => self.append(TextItem::Reasoning, &t),
             Event::ToolCall(c) => {
-                self.close_message();
+                self.close_open();
                 let index = self.output.len();
                 let added = call_item(&c, "in_progress", "");
                 let item_id = added["id"].clone();
@@ -589,7 +626,7 @@ impl StreamState {
                 completion_tokens,
                 reasoning_tokens,
             } => {
-                self.close_message();
+                self.close_open();
                 self.usage.finished(completion_tokens, reasoning_tokens);
                 let r = self.meta.envelope(
                     "completed",
@@ -623,7 +660,7 @@ fn sse(
         usage: Default::default(),
         pending: VecDeque::new(),
         seq: 0,
-        message: None,
+        open: None,
         output: Vec::new(),
         finished: false,
     };
