@@ -502,6 +502,72 @@ fn a_client_ends_the_reasoning_of_a_running_reply() {
     assert!(v.to_string().contains("reasoning_end"), "{v}");
 }
 
+/// A constraint is for the answer: when the template opens the reasoning block, the model
+/// reasons freely (the budget's close forced as without a constraint), and the JSON format
+/// or the required tool call holds from the close on, so the answer lands in `content` or
+/// `tool_calls`, not inside the reasoning.
+#[test]
+fn a_constraint_holds_from_the_close_of_the_block_the_template_opened() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (_model, _template, server) = thinking_mini(dir.path(), &[]);
+    let n = 5;
+    // The same request without a budget reasons to its end (the random model never closes
+    // the block, and the held constraint does not shape it): the budgeted reasoning is its
+    // start.
+    let free_reasoning = |extra: &Value| -> String {
+        let mut body = chat_body(extra.clone());
+        body["max_tokens"] = json!(24);
+        let r = server.chat(&body);
+        assert_eq!(r["choices"][0]["message"]["content"], "", "{r}");
+        r["choices"][0]["message"]["reasoning_content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    let schema = json!({"type": "object", "properties": {"unit": {"enum": ["c", "f"]}},
+                        "required": ["unit"], "additionalProperties": false});
+    let format = json!({"response_format": {"type": "json_schema",
+        "json_schema": {"name": "u", "schema": schema}}});
+    let mut body = chat_body(format.clone());
+    body["thinking_budget_tokens"] = json!(n);
+    body["max_tokens"] = json!(64);
+    let ((reasoning, content), counted) = split_counted(&server, &body);
+    assert_eq!(counted, n as u64);
+    assert!(
+        free_reasoning(&format).starts_with(reasoning.trim()),
+        "{reasoning:?}"
+    );
+    let answer: Value =
+        serde_json::from_str(&content).unwrap_or_else(|e| panic!("{content:?} is not JSON: {e}"));
+    assert!(answer["unit"] == "c" || answer["unit"] == "f", "{answer}");
+
+    let tool = json!({"type": "function", "function": {"name": "get_weather",
+        "description": "Weather", "parameters": schema}});
+    let required = json!({"tools": [tool], "tool_choice": "required"});
+    let mut body = chat_body(required.clone());
+    body["thinking_budget_tokens"] = json!(n);
+    body["max_tokens"] = json!(400);
+    let r = server.chat(&body);
+    let choice = &r["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{r}");
+    let call = &choice["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather", "{r}");
+    let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["unit"] == "c" || args["unit"] == "f", "{args}");
+    assert_eq!(
+        r["usage"]["completion_tokens_details"]["reasoning_tokens"],
+        n as u64
+    );
+    let reasoning = choice["message"]["reasoning_content"].as_str().unwrap();
+    assert!(!reasoning.trim().is_empty());
+    assert!(
+        free_reasoning(&required).starts_with(reasoning.trim()),
+        "{reasoning:?}"
+    );
+}
+
 /// gpt-oss's analysis channel: its close `<|end|>` is forced as any tag is, and the
 /// generation goes on after it (llama.cpp keeps `<|end|>` out of a harmony vocabulary's
 /// end-of-generation tokens), so a budgeted analysis leads on to the model's next message.

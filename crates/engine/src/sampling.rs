@@ -502,6 +502,26 @@ impl Extras {
     }
 }
 
+/// What one pick must respect besides the sampler's chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    /// The token to force: every other token's logit is taken as -inf first (a reasoning
+    /// budget's close), unless the grammar refuses it.
+    pub forced: Option<i32>,
+    /// Whether the sampler's grammar constrains this pick and sees its token. Not while a
+    /// reply is still inside the reasoning block its prompt opened: a constraint is for the
+    /// answer, and starts at the block's close.
+    pub constrained: bool,
+}
+
+impl Pick {
+    /// An ordinary pick: nothing forced, the grammar (if any) applies.
+    pub const FREE: Pick = Pick {
+        forced: None,
+        constrained: true,
+    };
+}
+
 /// A token sampler (the chain of [`SamplingParams`]), and a grammar when constrained
 /// ([`Engine::sampler`](crate::Engine::sampler) makes them).
 pub struct Sampler {
@@ -652,21 +672,18 @@ impl Sampler {
         }
     }
 
-    /// Pick the token for the logits at `index` of `ctx`, and accept it. `forced` (a
+    /// Pick the token for the logits at `index` of `ctx`, and accept it. A forced token (a
     /// reasoning budget's close) takes every other token's logit as -inf before the chain
     /// runs, as llama.cpp's `reasoning-budget` sampler does, so the chain's state (its
     /// random draws, the penalties' history) moves as it would for any pick; a grammar that
-    /// refuses the forced token wins, and the pick is then the grammar's.
-    pub(crate) fn sample(
-        &mut self,
-        ctx: &LlamaContext<'_>,
-        index: i32,
-        forced: Option<i32>,
-    ) -> i32 {
-        if self.grammar.is_none() && forced.is_none() {
+    /// refuses the forced token wins, and the pick is then the grammar's. An unconstrained
+    /// pick leaves the grammar out, and the grammar does not see its token.
+    pub(crate) fn sample(&mut self, ctx: &LlamaContext<'_>, index: i32, pick: Pick) -> i32 {
+        let grammar_applies = self.grammar.is_some() && pick.constrained;
+        if !grammar_applies && pick.forced.is_none() {
             return self.chain.sample(ctx, index).0;
         }
-        self.sample_logits(ctx.get_logits_ith(index), forced)
+        self.sample_logits(ctx.get_logits_ith(index), pick)
     }
 
     /// Sample from `logits` with a forced token, or under the grammar. Under the grammar
@@ -674,7 +691,8 @@ impl Sampler {
     /// allows it (for greedy sampling that is the grammar's own choice); only otherwise is
     /// the grammar run over the whole vocabulary, which costs a pass of its matcher per
     /// token. The chain and the grammar then accept the token.
-    fn sample_logits(&mut self, logits: &[f32], forced: Option<i32>) -> i32 {
+    fn sample_logits(&mut self, logits: &[f32], pick: Pick) -> i32 {
+        let mut grammar = self.grammar.as_mut().filter(|_| pick.constrained);
         let logit = |t: LlamaToken| {
             logits
                 .get(t.0 as usize)
@@ -694,11 +712,12 @@ impl Sampler {
                 false,
             )
         };
-        let forced = forced
+        let forced = pick
+            .forced
             .map(LlamaToken)
             .filter(|&f| usize::try_from(f.0).is_ok_and(|i| i < logits.len()))
-            .filter(|&f| self.grammar.as_mut().is_none_or(|g| g.allows(f, logit(f))));
-        let token = match (forced, self.grammar.as_mut()) {
+            .filter(|&f| grammar.as_mut().is_none_or(|g| g.allows(f, logit(f))));
+        let token = match (forced, grammar.as_mut()) {
             (Some(f), _) => {
                 let mut only = candidates(Some(f));
                 only.apply_sampler(&mut self.chain);
@@ -729,7 +748,7 @@ impl Sampler {
                 }
             }
         };
-        if let Some(g) = self.grammar.as_mut() {
+        if let Some(g) = grammar {
             g.utf8 = g.utf8_after(token).unwrap_or_default();
             g.sampler.accept(token);
         }

@@ -333,8 +333,8 @@ impl OutputAsk {
     /// chat's counts its reasoning tokens even without a limit. A chat whose template
     /// writes no reasoning blocks gets none (agents send a budget to every model); a raw
     /// prompt's budget needs tags, from the request or the template. Under a `strict`
-    /// grammar, which holds from the first token, a close cannot be forced: blocks are only
-    /// counted.
+    /// grammar a close cannot be forced, and blocks are only counted, unless the reply
+    /// starts inside a block: the grammar then holds from the block's close on.
     fn reasoning_budget(
         &self,
         loaded: &Loaded,
@@ -348,8 +348,7 @@ impl OutputAsk {
             BudgetTokens::ServerDefault if chat => loaded.budget.tokens,
             BudgetTokens::ServerDefault | BudgetTokens::Unlimited => None,
             BudgetTokens::Tokens(n) => Some(n),
-        }
-        .filter(|_| !strict);
+        };
         if tokens.is_none() && !chat {
             return Ok(None);
         }
@@ -363,16 +362,12 @@ impl OutputAsk {
                 ))
             }
         };
+        let starts_open = starts_open || ask.arm_immediately;
+        let tokens = tokens.filter(|_| !strict || starts_open);
         let message = ask.message.as_deref().unwrap_or(&loaded.budget.message);
         loaded
             .engine
-            .reasoning_budget(
-                tokens,
-                open,
-                close,
-                message,
-                starts_open || ask.arm_immediately,
-            )
+            .reasoning_budget(tokens, open, close, message, starts_open)
             .map(Some)
             .map_err(|e| ApiError::bad_request(e.to_string()))
     }

@@ -102,6 +102,11 @@ impl ReasoningBudget {
         self.state
     }
 
+    /// Whether the text is inside a reasoning block (its close not yet taken).
+    pub fn in_block(&self) -> bool {
+        !matches!(self.state, BudgetState::Idle | BudgetState::Done)
+    }
+
     /// The token the next pick must be, while a close is forced.
     pub fn forced_token(&self) -> Option<i32> {
         match self.state {

@@ -34,7 +34,7 @@ use epm_sys::proc::{self, Pid};
 use crate::error::EngineError;
 use crate::hook::GoneProbe;
 use crate::prompt_folder::PromptFolder;
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{Pick, Sampler, SamplingParams};
 use crate::session::{PrefillProgress, Prefilled, Session, Step};
 pub use budget::{BudgetError, BudgetState, ReasoningBudget};
 use epm_chat::{OutputParser, Piece};
@@ -98,10 +98,9 @@ pub trait Backend {
     /// One decode step of every sequence in `steps`; the logits of step `i` are at `i`.
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError>;
     fn logits(&self, index: i32) -> &[f32];
-    /// Pick the token for the logits at `index`, and accept it; `forced`: every other
-    /// token's logit is taken as -inf first (a reasoning budget's close), unless the
-    /// sampler's grammar refuses that token.
-    fn sample(&mut self, sampler: &mut Self::Sampler, index: i32, forced: Option<i32>) -> i32;
+    /// Pick the token for the logits at `index`, and accept it, as `pick` says (a token
+    /// forced unless the sampler's grammar refuses it; whether the grammar applies).
+    fn sample(&mut self, sampler: &mut Self::Sampler, index: i32, pick: Pick) -> i32;
     fn is_eog(&self, token: i32) -> bool;
     /// The bytes of one token's text as output; special tokens' text only when `special`.
     fn piece(&self, token: i32, special: bool, out: &mut Vec<u8>);
@@ -166,8 +165,8 @@ impl Backend for Session<'_> {
     fn logits(&self, index: i32) -> &[f32] {
         Session::logits(self, index)
     }
-    fn sample(&mut self, sampler: &mut Sampler, index: i32, forced: Option<i32>) -> i32 {
-        Session::sample(self, sampler, index, forced)
+    fn sample(&mut self, sampler: &mut Sampler, index: i32, pick: Pick) -> i32 {
+        Session::sample(self, sampler, index, pick)
     }
     fn is_eog(&self, token: i32) -> bool {
         self.engine().is_eog(token)
@@ -448,6 +447,9 @@ struct Running<S> {
     /// The last sampled token, to be decoded in the next step at `pos`.
     next: i32,
     pos: u32,
+    /// The job's constraint waits for the close of the reasoning block its prompt opened:
+    /// it is for the answer, and the reasoning before it is free.
+    constraint_held: bool,
 }
 
 struct Slot<S> {
@@ -881,7 +883,15 @@ impl<'b, B: Backend> Generator<'b, B> {
                     continue;
                 }
             };
+            // A reply that starts inside a reasoning block (the template opened it) is
+            // constrained from the block's close on.
+            let constraint_held = job.constraint.is_some()
+                && job
+                    .reasoning_budget
+                    .as_ref()
+                    .is_some_and(ReasoningBudget::in_block);
             let mut running = Running {
+                constraint_held,
                 sampler,
                 utf8: Utf8Stream::default(),
                 stop: StopMatcher::new(job.stop.clone()),
@@ -980,12 +990,15 @@ impl<'b, B: Backend> Generator<'b, B> {
                 b.end_now();
             }
         }
-        let forced = r
-            .job
-            .reasoning_budget
-            .as_ref()
-            .and_then(ReasoningBudget::forced_token);
-        let token = self.backend.sample(&mut r.sampler, index, forced);
+        let pick = Pick {
+            forced: r
+                .job
+                .reasoning_budget
+                .as_ref()
+                .and_then(ReasoningBudget::forced_token),
+            constrained: !r.constraint_held,
+        };
+        let token = self.backend.sample(&mut r.sampler, index, pick);
         if let Some(k) = r.job.logprobs {
             let lp = self.logprob(index, token, k);
             r.job.events.send(Event::Logprob(lp));
@@ -1012,6 +1025,7 @@ impl<'b, B: Backend> Generator<'b, B> {
         let mut text = r.utf8.push(&self.piece);
         if let Some(b) = r.job.reasoning_budget.as_mut() {
             b.accept(token, r.utf8.at_char_boundary());
+            r.constraint_held &= b.in_block();
         }
         let mut out_of_lines = false;
         if let Some(w) = r.lines.as_mut() {

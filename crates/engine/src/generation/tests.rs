@@ -43,6 +43,8 @@ struct Fake {
     close_during_prefill: Option<Arc<AtomicBool>>,
     /// Saved prefixes by file, and whether loading them fails.
     fail_loads: bool,
+    /// Whether each pick was constrained (its grammar applied), in order.
+    constrained: Vec<bool>,
 }
 
 impl Fake {
@@ -60,6 +62,7 @@ impl Fake {
             probed_gone: Vec::new(),
             close_during_prefill: None,
             fail_loads: false,
+            constrained: Vec::new(),
         }
     }
 }
@@ -195,13 +198,14 @@ impl Backend for Fake {
     fn logits(&self, _: i32) -> &[f32] {
         &self.logits
     }
-    fn sample(&mut self, _: &mut (), index: i32, forced: Option<i32>) -> i32 {
+    fn sample(&mut self, _: &mut (), index: i32, pick: Pick) -> i32 {
+        self.constrained.push(pick.constrained);
         let seq = self.batch[index as usize];
         let (script, at) = self.running.get_mut(&seq).expect("a prefilled sequence");
         // A forced step takes the place of the script's pick.
         let t = script.get(*at).copied().unwrap_or(EOG);
         *at += 1;
-        forced.unwrap_or(t)
+        pick.forced.unwrap_or(t)
     }
     fn is_eog(&self, token: i32) -> bool {
         token == EOG
@@ -884,6 +888,38 @@ fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
         ("abcabca", "")
     );
     assert_eq!(rec.reasoning_tokens(), Some(7));
+}
+
+/// A constraint is for the answer: when the prompt opened a reasoning block, the picks up
+/// to and including its close are free, and every pick after it is constrained. A reply
+/// that starts outside a block is constrained from its first pick.
+#[test]
+fn a_constraint_waits_for_the_close_of_the_block_the_prompt_opened() {
+    let grammar = || Some(Constraint::Grammar("root ::= \"b\"+".into()));
+    let run = |starts_open: bool, budget: Option<u32>, constraint: Option<Constraint>| {
+        // "a" "b" "</" "c" "a": the model closes the block itself at the third token.
+        let mut fake = Fake::new(1, &[(9, &[1, 2, 7, 5, 1])]);
+        let mut g = generator(&mut fake);
+        let b = ReasoningBudget::new(budget, vec![9], vec![7], vec![7], starts_open).unwrap();
+        let (j, _) = job(&[9], 5, &[]);
+        g.submit(j.with_constraint(constraint).with_reasoning_budget(Some(b)));
+        g.run_until_idle();
+        let ids = g.backend().stats.generated_ids.lock().unwrap().clone();
+        (g.backend().constrained.clone(), ids)
+    };
+    let (free, held, after) = (false, false, true);
+    assert_eq!(
+        run(true, None, grammar()).0,
+        [free, held, held, after, after]
+    );
+    // A budget of 1 forces the close at the second pick (in place of the script's "b"),
+    // and the constraint follows it.
+    let (picks, ids) = run(true, Some(1), grammar());
+    assert_eq!(ids, [1, 7, 7, 5, 1]);
+    assert_eq!(picks, [free, held, after, after, after]);
+    // Outside a block, or without a constraint, every pick is as before.
+    assert_eq!(run(false, None, grammar()).0, [true; 5]);
+    assert_eq!(run(true, None, None).0, [true; 5]);
 }
 
 #[test]
