@@ -568,6 +568,75 @@ fn a_constraint_holds_from_the_close_of_the_block_the_template_opened() {
     );
 }
 
+/// A Responses tool loop keeps the turn's reasoning: the reasoning item before a call goes
+/// back to the template as that assistant turn's `reasoning_content`, which Qwen3's template
+/// writes within the turn in progress, so the continuation's prompt is the chat's with the
+/// reasoning, whether the client sends the items back or names the previous response.
+#[test]
+fn a_responses_tool_loop_sends_the_reasoning_back_to_the_template() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (_model, _template, server) = thinking_mini(dir.path(), &[]);
+    let params = json!({"type": "object", "properties": {"unit": {"enum": ["c", "f"]}},
+                        "required": ["unit"]});
+    let tools = json!([{"type": "function", "name": "get_weather", "description": "Weather",
+                        "parameters": params}]);
+    let first = server
+        .post(
+            "/v1/responses",
+            &json!({"input": "Weather in Paris?", "tools": tools, "tool_choice": "required",
+                    "thinking_budget_tokens": 5, "max_output_tokens": 400, "temperature": 0}),
+        )
+        .unwrap();
+    let output = first["output"].as_array().unwrap();
+    let kinds: Vec<&Value> = output.iter().map(|o| &o["type"]).collect();
+    assert_eq!(
+        kinds,
+        [&json!("reasoning"), &json!("function_call")],
+        "{first}"
+    );
+    let reasoning = output[0]["content"][0]["text"].as_str().unwrap();
+    let call = &output[1];
+    let result =
+        json!({"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"});
+
+    let count = |path: &str, body: Value| -> u64 {
+        server.post(path, &body).unwrap()["input_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    let mut items = vec![json!({"role": "user", "content": "Weather in Paris?"})];
+    items.extend(output.iter().cloned());
+    items.push(result.clone());
+    let sent_back = count(
+        "/v1/responses/input_tokens",
+        json!({"input": items, "tools": tools}),
+    );
+    let chained = count(
+        "/v1/responses/input_tokens",
+        json!({"input": [result], "previous_response_id": first["id"], "tools": tools}),
+    );
+    let chat_tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "description": "Weather", "parameters": params}}]);
+    let chat = |assistant: Value| {
+        count(
+            "/v1/chat/completions/input_tokens",
+            json!({"tools": chat_tools, "messages": [
+                {"role": "user", "content": "Weather in Paris?"}, assistant,
+                {"role": "tool", "tool_call_id": call["call_id"], "content": "sunny"}]}),
+        )
+    };
+    let calls = json!([{"id": call["call_id"], "type": "function",
+        "function": {"name": "get_weather", "arguments": call["arguments"]}}]);
+    let with = chat(
+        json!({"role": "assistant", "content": "", "tool_calls": calls,
+                           "reasoning_content": reasoning}),
+    );
+    let without = chat(json!({"role": "assistant", "content": "", "tool_calls": calls}));
+    assert!(with > without, "{with} vs {without}");
+    assert_eq!((sent_back, chained), (with, with));
+}
+
 /// gpt-oss's analysis channel: its close `<|end|>` is forced as any tag is, and the
 /// generation goes on after it (llama.cpp keeps `<|end|>` out of a harmony vocabulary's
 /// end-of-generation tokens), so a budgeted analysis leads on to the model's next message.

@@ -157,10 +157,21 @@ fn template_messages(
     instructions: Option<&str>,
     items: &[Value],
 ) -> std::result::Result<Vec<Value>, ApiError> {
-    let mut out = Vec::new();
+    let mut out: Vec<Value> = Vec::new();
     if let Some(i) = instructions {
         out.push(json!({"role": "system", "content": i}));
     }
+    // A reasoning item's text, for the assistant message it came before: templates render an
+    // assistant turn's `reasoning_content` (Qwen3's within the turn in progress, harmony's as
+    // the analysis before a call), so the prompt is the text the model generated and its KV
+    // is reused.
+    let mut reasoning = String::new();
+    let assistant = |out: &mut Vec<Value>, mut msg: Value, reasoning: &mut String| {
+        if !reasoning.is_empty() {
+            msg["reasoning_content"] = json!(std::mem::take(reasoning));
+        }
+        out.push(msg);
+    };
     for (i, item) in items.iter().enumerate() {
         let kind = item
             .get("type")
@@ -189,23 +200,47 @@ fn template_messages(
                         )));
                     }
                 }
-                out.push(json!({"role": role, "content": item_text(item.get("content").unwrap_or(&Value::Null))}));
+                let msg = json!({"role": role, "content": item_text(item.get("content").unwrap_or(&Value::Null))});
+                if role == "assistant" {
+                    assistant(&mut out, msg, &mut reasoning);
+                } else {
+                    reasoning.clear();
+                    out.push(msg);
+                }
             }
             "function_call" => {
                 let call = json!({"id": item.get("call_id"), "type": "function",
                     "function": {"name": item.get("name"), "arguments": item.get("arguments")}});
+                // The calls of one turn, after its text if it had any: one assistant message.
                 match out.last_mut() {
-                    Some(last) if last["role"] == "assistant" && last.get("tool_calls").is_some() => {
-                        if let Some(Value::Array(c)) = last.get_mut("tool_calls") {
-                            c.push(call);
+                    Some(last) if last["role"] == "assistant" && reasoning.is_empty() => {
+                        match last.get_mut("tool_calls") {
+                            Some(Value::Array(c)) => c.push(call),
+                            _ => last["tool_calls"] = json!([call]),
                         }
                     }
-                    _ => out.push(json!({"role": "assistant", "content": "", "tool_calls": [call]})),
+                    _ => assistant(
+                        &mut out,
+                        json!({"role": "assistant", "content": "", "tool_calls": [call]}),
+                        &mut reasoning,
+                    ),
                 }
             }
-            "function_call_output" => out.push(json!({"role": "tool", "tool_call_id": item.get("call_id"),
-                "content": item_text(item.get("output").unwrap_or(&Value::Null))})),
-            "reasoning" => {}
+            "function_call_output" => {
+                reasoning.clear();
+                out.push(json!({"role": "tool", "tool_call_id": item.get("call_id"),
+                    "content": item_text(item.get("output").unwrap_or(&Value::Null))}));
+            }
+            "reasoning" => {
+                // Its text (open-weight models), else its summary's; encrypted content is
+                // another server's.
+                let parts = item
+                    .get("content")
+                    .filter(|c| c.as_array().is_some_and(|a| !a.is_empty()))
+                    .or_else(|| item.get("summary"))
+                    .unwrap_or(&Value::Null);
+                reasoning.push_str(&item_text(parts));
+            }
             other => {
                 return Err(ApiError::bad_request(format!(
                     "`input[{i}].type` is `{other}`: use message, function_call or function_call_output"
