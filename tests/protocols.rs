@@ -767,6 +767,9 @@ fn stored_responses_continue_a_conversation() {
         msg.contains(id1) && msg.contains("no longer stored"),
         "{msg}"
     );
+    // The second and the third are kept.
+    assert_eq!(server.metric("epm_responses_stored"), 2.0);
+    assert!(server.metric("epm_responses_stored_bytes") > 0.0);
 }
 
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.

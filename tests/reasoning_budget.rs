@@ -52,6 +52,14 @@ fn split_counted(server: &Server, body: &Value) -> ((String, String), u64) {
     ((reasoning, content), counted)
 }
 
+/// The prompt a chat with `extra` renders to.
+fn rendered(server: &Server, extra: Value) -> String {
+    server.post("/apply-template", &chat_body(extra)).unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn tokens(server: &Server, text: &str) -> Vec<Value> {
     server
         .post(
@@ -88,12 +96,7 @@ fn a_block_past_its_budget_is_closed_and_the_reply_goes_on() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let (model, template, server) = thinking_mini(dir.path(), &[]);
-    let prompt = server
-        .post("/apply-template", &chat_body(json!({})))
-        .unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let prompt = rendered(&server, json!({}));
     assert!(prompt.ends_with("<think>\n"), "{prompt:?}");
 
     // Without a budget the random model never closes the block: all 24 tokens reason.
@@ -647,12 +650,7 @@ fn a_harmony_analysis_past_its_budget_is_closed_and_the_reply_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "gpt-oss-20b-mini", &[]);
     let server = Server::start(&model, &[]);
-    let rendered = server
-        .post("/apply-template", &chat_body(json!({})))
-        .unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let rendered = rendered(&server, json!({}));
     assert!(rendered.ends_with("<|start|>assistant"), "{rendered:?}");
     let prompt = format!("{rendered}<|channel|>analysis<|message|>");
     let end = tokens(&server, "<|end|>");
