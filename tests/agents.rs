@@ -776,3 +776,54 @@ fn reasoning_effort_reaches_the_template() {
     assert_eq!(code, 400);
     assert!(v["error"].as_str().unwrap().contains("\"low\""), "{v}");
 }
+
+/// A gpt-oss conversation is cut at its messages' ends (harmony's `<|end|>`, which does not
+/// end a generation) as ChatML ones are at `<|im_end|>`: a later request keeps the whole
+/// system and developer messages, and answers exactly as a cold server does.
+#[test]
+fn a_gpt_oss_request_keeps_the_whole_shared_system_message() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "gpt-oss-20b-mini", &[]);
+    let system = "You answer questions about rivers and seas, briefly and with care. ".repeat(30);
+    let body = |user: &str| {
+        json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+               "max_tokens": 6, "temperature": 0})
+    };
+    let server = Server::start(&model, &["-c", "4096"]);
+    let first = server.chat(&body("Hi"));
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let later = server.chat(&body("Tell me more"));
+    // Where the developer message (the request's system message) ends.
+    let prompt = server
+        .post("/apply-template", &body("Tell me more"))
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ends = prompt.find("<|end|><|start|>user").unwrap() + "<|end|>".len();
+    let upto = server
+        .post(
+            "/tokenize",
+            &json!({"content": &prompt[..ends], "parse_special": true}),
+        )
+        .unwrap()["tokens"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(
+        upto > 1024,
+        "{upto}: longer than a ubatch, so the grid alone would not keep it"
+    );
+    assert_eq!(
+        later["usage"]["prompt_tokens_details"]["cached_tokens"], upto,
+        "{later}"
+    );
+    drop(server);
+    let cold = Server::start(&model, &["-c", "4096"]).chat(&body("Tell me more"));
+    assert_eq!(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(
+        later["choices"][0]["message"],
+        cold["choices"][0]["message"]
+    );
+}

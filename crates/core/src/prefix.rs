@@ -72,7 +72,8 @@ impl PromptSplit {
     }
 
     /// The split `cuts` asks for, where `end_of_turn` lists the tokens a turn ends with (the
-    /// vocabulary's end-of-generation tokens); with none, the grid.
+    /// vocabulary's end-of-generation tokens, and message ends such as harmony's `<|end|>`);
+    /// with none, the grid.
     pub fn new(n_ubatch: usize, cuts: PromptCuts, end_of_turn: &[i32]) -> PromptSplit {
         let mut s = PromptSplit::grid(n_ubatch);
         if cuts == PromptCuts::Turns {

@@ -99,9 +99,16 @@ pub struct Engine {
     /// Every token's bytes, for constrained sampling; made on first use.
     token_pieces: OnceLock<Arc<Vec<Vec<u8>>>>,
     eog_tokens: OnceLock<Arc<Vec<i32>>>,
-    /// The vocabulary's end-of-generation tokens, ascending: where a turn of a chat ends.
+    /// Where a turn of a chat ends, ascending: the vocabulary's end-of-generation tokens and
+    /// its [`MESSAGE_ENDS`].
     end_of_turn: Vec<i32>,
 }
+
+/// Control tokens that end a chat message without ending a generation, cut after as the
+/// end-of-generation tokens are: harmony's `<|end|>` closes every message but a reply's
+/// last (which `<|return|>` or `<|call|>` ends), so without it a gpt-oss prompt has no turn
+/// to cut at.
+const MESSAGE_ENDS: &[&str] = &["<|end|>"];
 
 impl Engine {
     /// Load the model of `index`. `progress` receives the load fraction (0 to 1).
@@ -136,9 +143,19 @@ impl Engine {
         })?;
         let end_of_turn = {
             let vocab = model.vocab();
-            (0..model.n_vocab().max(0))
+            let mut ends: Vec<i32> = (0..model.n_vocab().max(0))
                 .filter(|&t| vocab.is_eog(LlamaToken(t)))
-                .collect()
+                .collect();
+            // Wherever the vocabulary has it as one token: llama.cpp does not mark harmony's
+            // as a control token.
+            for text in MESSAGE_ENDS {
+                if let [t] = vocab.tokenize(text.as_bytes(), false, true)[..] {
+                    ends.push(t.0);
+                }
+            }
+            ends.sort_unstable();
+            ends.dedup();
+            ends
         };
         Ok(Engine {
             end_of_turn,
