@@ -514,14 +514,6 @@ pub struct Pick {
     pub constrained: bool,
 }
 
-impl Pick {
-    /// An ordinary pick: nothing forced, the grammar (if any) applies.
-    pub const FREE: Pick = Pick {
-        forced: None,
-        constrained: true,
-    };
-}
-
 /// A token sampler (the chain of [`SamplingParams`]), and a grammar when constrained
 /// ([`Engine::sampler`](crate::Engine::sampler) makes them).
 pub struct Sampler {

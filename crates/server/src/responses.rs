@@ -118,7 +118,9 @@ fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError
     }
     for item in &mut items {
         if let Some(o) = item.as_object_mut() {
-            o.entry("id").or_insert_with(|| json!(new_id("msg")));
+            if o.get("type").is_none_or(|t| t == "message") {
+                o.entry("id").or_insert_with(|| json!(new_id("msg")));
+            }
         }
     }
     Ok(items)
