@@ -566,11 +566,7 @@ fn token_counts_are_the_prompt_each_request_evaluates() {
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let server = Server::start(&model, &["-c", "512"]);
-    let ok = |path: &str, body: Value| -> Value {
-        let (code, v) = post_raw(&server, path, &body.to_string(), None);
-        assert_eq!(code, 200, "{path}: {v}");
-        v
-    };
+    let ok = |path: &str, body: Value| post(&server, path, body);
     let tool = json!({"type": "function", "function": {"name": "get_time", "description": "Time",
         "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}});
     let messages = json!([{"role": "system", "content": "Be brief."},
@@ -659,11 +655,7 @@ fn stored_responses_continue_a_conversation() {
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let server = Server::start(&model, &["-c", "4096"]);
-    let ok = |path: &str, body: Value| -> Value {
-        let (code, v) = post_raw(&server, path, &body.to_string(), None);
-        assert_eq!(code, 200, "{path}: {v}");
-        v
-    };
+    let ok = |path: &str, body: Value| post(&server, path, body);
     let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
     // Longer than a ubatch, so that the continuation keeps whole ubatches.
     let first_text =

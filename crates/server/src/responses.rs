@@ -168,12 +168,12 @@ fn template_messages(
     // the analysis before a call), so the prompt is the text the model generated and its KV
     // is reused.
     let mut reasoning = String::new();
-    let assistant = |out: &mut Vec<Value>, mut msg: Value, reasoning: &mut String| {
+    fn assistant(out: &mut Vec<Value>, mut msg: Value, reasoning: &mut String) {
         if !reasoning.is_empty() {
             msg["reasoning_content"] = json!(std::mem::take(reasoning));
         }
         out.push(msg);
-    };
+    }
     for (i, item) in items.iter().enumerate() {
         let kind = item
             .get("type")
