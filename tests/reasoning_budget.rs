@@ -571,6 +571,67 @@ fn a_constraint_holds_from_the_close_of_the_block_the_template_opened() {
     );
 }
 
+/// A template that leaves the opening to the model (Qwen3's own): under a JSON format or a
+/// required call, the model's `<think>` at its first token is taken outside the grammar,
+/// so it reasons before its answer (the grammar refused it at once before); the budget
+/// closes the block, and the constraint holds from there. A +100 bias on `<think>` makes
+/// the random model open the block, and every token inside it `<think>` too.
+#[test]
+fn a_constrained_reply_may_open_its_own_block() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &[]);
+    let open = tokens(&server, "<think>");
+    assert_eq!(open.len(), 1);
+    let bias = json!({"logit_bias": {open[0].to_string(): 100}});
+    let schema = json!({"type": "object", "properties": {"unit": {"enum": ["c", "f"]}},
+                        "required": ["unit"], "additionalProperties": false});
+    let format = json!({"response_format": {"type": "json_schema",
+        "json_schema": {"name": "u", "schema": schema}}});
+    let unit = |text: &str| {
+        let v: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?} is not JSON: {e}"));
+        assert!(v["unit"] == "c" || v["unit"] == "f", "{v}");
+    };
+    // A model that answers at once is constrained from its first token, as before.
+    let ((reasoning, content), counted) = split_counted(&server, &chat_body(format.clone()));
+    assert_eq!((reasoning.as_str(), counted), ("", 0));
+    unit(&content);
+    // One that opens the block reasons: to the end of its tokens without a budget.
+    let mut body = chat_body(merged(format.clone(), &bias));
+    body["max_tokens"] = json!(12);
+    let ((reasoning, content), counted) = split_counted(&server, &body);
+    assert_eq!((content.as_str(), counted), ("", 11));
+    assert_eq!(reasoning, "<think>".repeat(11));
+    // With a budget the block is closed and the answer is the schema's.
+    body["thinking_budget_tokens"] = json!(4);
+    body["max_tokens"] = json!(64);
+    let ((reasoning, content), counted) = split_counted(&server, &body);
+    assert_eq!((reasoning, counted), ("<think>".repeat(4), 4));
+    unit(&content);
+    // A required call, after the same reasoning.
+    let tool = json!({"type": "function", "function": {"name": "get_weather",
+        "description": "Weather", "parameters": schema}});
+    let mut body = chat_body(merged(
+        json!({"tools": [tool], "tool_choice": "required"}),
+        &bias,
+    ));
+    body["thinking_budget_tokens"] = json!(4);
+    body["max_tokens"] = json!(400);
+    let r = server.chat(&body);
+    let choice = &r["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{r}");
+    assert_eq!(
+        choice["message"]["reasoning_content"],
+        "<think>".repeat(4),
+        "{r}"
+    );
+    let call = &choice["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather", "{r}");
+    unit(call["arguments"].as_str().unwrap());
+}
+
 /// A Responses tool loop keeps the turn's reasoning: the reasoning item before a call goes
 /// back to the template as that assistant turn's `reasoning_content`, which Qwen3's template
 /// writes within the turn in progress, so the continuation's prompt is the chat's with the

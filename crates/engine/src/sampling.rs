@@ -512,6 +512,11 @@ pub struct Pick {
     /// reply is still inside the reasoning block its prompt opened: a constraint is for the
     /// answer, and starts at the block's close.
     pub constrained: bool,
+    /// A token the pick may take outside the grammar when the unconstrained chain picks it:
+    /// the reasoning block's opening at a constrained reply's first pick, so that a model
+    /// whose template leaves the opening to it can still reason before its answer. The
+    /// grammar does not see that token.
+    pub free: Option<i32>,
 }
 
 /// A token sampler (the chain of [`SamplingParams`]), and a grammar when constrained
@@ -682,7 +687,8 @@ impl Sampler {
     /// the token the unconstrained chain picks is checked first and kept when the grammar
     /// allows it (for greedy sampling that is the grammar's own choice); only otherwise is
     /// the grammar run over the whole vocabulary, which costs a pass of its matcher per
-    /// token. The chain and the grammar then accept the token.
+    /// token; the chain's pick is also kept when it is `pick.free`. The chain and the
+    /// grammar (unless the token was taken free) then accept the token.
     fn sample_logits(&mut self, logits: &[f32], pick: Pick) -> i32 {
         let mut grammar = self.grammar.as_mut().filter(|_| pick.constrained);
         let logit = |t: LlamaToken| {
@@ -709,6 +715,7 @@ impl Sampler {
             .map(LlamaToken)
             .filter(|&f| usize::try_from(f.0).is_ok_and(|i| i < logits.len()))
             .filter(|&f| grammar.as_mut().is_none_or(|g| g.allows(f, logit(f))));
+        let mut taken_free = false;
         let token = match (forced, grammar.as_mut()) {
             (Some(f), _) => {
                 let mut only = candidates(Some(f));
@@ -725,6 +732,10 @@ impl Sampler {
                 let mut all = candidates(None);
                 all.apply_sampler(&mut self.chain);
                 match all.selected_token() {
+                    Some(t) if pick.free == Some(t.0) => {
+                        taken_free = true;
+                        t
+                    }
                     Some(t) if g.allows(t, logit(t)) => t,
                     _ => {
                         let mut all = candidates(None);
@@ -740,7 +751,7 @@ impl Sampler {
                 }
             }
         };
-        if let Some(g) = grammar {
+        if let Some(g) = grammar.filter(|_| !taken_free) {
             g.utf8 = g.utf8_after(token).unwrap_or_default();
             g.sampler.accept(token);
         }

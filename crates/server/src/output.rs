@@ -314,8 +314,7 @@ impl OutputAsk {
             (ReasoningFormat::DeepSeek, Some(_)) => tags.clone(),
             _ => None,
         };
-        let strict = matches!(constraint, Some(Constraint::Grammar(_)));
-        let budget = self.reasoning_budget(loaded, tags.as_ref(), prompt.is_some(), strict)?;
+        let budget = self.reasoning_budget(loaded, tags.as_ref(), prompt.is_some())?;
         // Harmony replies are channels whether or not tools are given.
         let parse_family = match family {
             Some(ToolFamily::Harmony) if prompt.is_some() => family,
@@ -332,15 +331,15 @@ impl OutputAsk {
     /// The reasoning budget for a reply whose template's reasoning tags are `tags`: a
     /// chat's counts its reasoning tokens even without a limit. A chat whose template
     /// writes no reasoning blocks gets none (agents send a budget to every model); a raw
-    /// prompt's budget needs tags, from the request or the template. Under a `strict`
-    /// grammar a close cannot be forced, and blocks are only counted, unless the reply
-    /// starts inside a block: the grammar then holds from the block's close on.
+    /// prompt's budget needs tags, from the request or the template. Under a strict
+    /// grammar the core forces a close only in a block the reply starts in, or opens at
+    /// its first token (the grammar then holds from the block's close on); otherwise it
+    /// only counts.
     fn reasoning_budget(
         &self,
         loaded: &Loaded,
         tags: Option<&ReasoningSplit>,
         chat: bool,
-        strict: bool,
     ) -> Result<Option<ReasoningBudget>, ApiError> {
         let ask = &self.budget;
         let tokens = match ask.tokens {
@@ -363,7 +362,6 @@ impl OutputAsk {
             }
         };
         let starts_open = starts_open || ask.arm_immediately;
-        let tokens = tokens.filter(|_| !strict || starts_open);
         let message = ask.message.as_deref().unwrap_or(&loaded.budget.message);
         loaded
             .engine

@@ -33,7 +33,9 @@ pub enum BudgetState {
 ///    (a forced closing never counts as the model opening a block);
 /// 3. in `Forcing { at }`, `at < forced.len()`;
 /// 4. with a budget, `left <= budget`, and in `Counting` `left > 0` (a spent budget
-///    leaves `Counting` at once).
+///    leaves `Counting` at once);
+/// 5. without `forces`, there is no budget, and the state is never `WaitingForCharacter`
+///    or `Forcing` (nothing, not even a client's end, closes a block).
 #[derive(Debug, Clone)]
 pub struct ReasoningBudget {
     /// Tokens per block (`None`: no limit, only counted).
@@ -52,6 +54,8 @@ pub struct ReasoningBudget {
     counted: u32,
     /// Blocks whose close was forced.
     closes_forced: u32,
+    /// Whether a close may be forced at all ([`ReasoningBudget::count_only`] clears it).
+    forces: bool,
 }
 
 /// A budget that cannot be set up.
@@ -91,6 +95,7 @@ impl ReasoningBudget {
             at_char_boundary: true,
             counted: 0,
             closes_forced: 0,
+            forces: true,
         };
         if starts_open {
             b.enter_block();
@@ -112,6 +117,30 @@ impl ReasoningBudget {
         match self.state {
             BudgetState::Forcing { at } => self.forced.get(at).copied(),
             _ => None,
+        }
+    }
+
+    /// The block's opening when it is one token (`<think>` in Qwen's vocabularies): what
+    /// a constrained reply's first pick may take outside its grammar.
+    pub fn opening_token(&self) -> Option<i32> {
+        match self.open.as_slice() {
+            [t] => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// Only count from now on: no close is forced, by the budget or by
+    /// [`ReasoningBudget::end_now`] (an answer under a strict grammar, which could take a
+    /// block's opening as text, a JSON string's, and a forced message with it).
+    pub fn count_only(&mut self) {
+        self.forces = false;
+        self.budget = None;
+        self.left = 0;
+        if matches!(
+            self.state,
+            BudgetState::WaitingForCharacter | BudgetState::Forcing { .. }
+        ) {
+            self.set(BudgetState::Counting);
         }
     }
 
@@ -173,7 +202,7 @@ impl ReasoningBudget {
     /// its close is forced from the next pick, or once the character is whole. False when
     /// no block is being counted (outside one, or its close already under way).
     pub fn end_now(&mut self) -> bool {
-        if self.state != BudgetState::Counting {
+        if self.state != BudgetState::Counting || !self.forces {
             return false;
         }
         self.spent(self.at_char_boundary);
@@ -270,6 +299,13 @@ mod tests {
             if b.state == BudgetState::Counting {
                 assert!(b.left > 0);
             }
+        }
+        if !b.forces {
+            assert!(b.budget.is_none());
+            assert!(!matches!(
+                b.state,
+                BudgetState::WaitingForCharacter | BudgetState::Forcing { .. }
+            ));
         }
     }
 
@@ -372,6 +408,34 @@ mod tests {
         b.accept(1, false);
         assert!(b.end_now());
         assert_eq!(b.state(), BudgetState::WaitingForCharacter);
+    }
+
+    #[test]
+    fn a_budget_that_only_counts_never_forces() {
+        for starts_open in [false, true] {
+            let mut b = budget(1, starts_open);
+            b.count_only();
+            check_invariants(&b);
+            let model = [OPEN, 1, 2, 3, CLOSE, OPEN, 4];
+            assert_eq!(run(&mut b, &model), model);
+            assert!(!b.end_now());
+            check_invariants(&b);
+            assert_eq!(b.closes_forced(), 0);
+        }
+        // Taken while forcing, the close is called off.
+        let mut b = budget(1, true);
+        b.accept(1, true);
+        assert_eq!(b.forced_token(), Some(MSG));
+        b.count_only();
+        check_invariants(&b);
+        assert_eq!((b.state(), b.forced_token()), (BudgetState::Counting, None));
+    }
+
+    #[test]
+    fn the_opening_token_is_offered_only_when_it_is_one_token() {
+        assert_eq!(budget(1, false).opening_token(), Some(OPEN));
+        let two = ReasoningBudget::new(None, vec![7, 8], vec![9], vec![9], false).unwrap();
+        assert_eq!(two.opening_token(), None);
     }
 
     #[test]

@@ -990,6 +990,10 @@ impl<'b, B: Backend> Generator<'b, B> {
                 b.end_now();
             }
         }
+        // A constrained reply that starts outside a block may open one at its first pick
+        // (a template that leaves `<think>` to the model): the reasoning is then free too.
+        let first_constrained =
+            r.generated == 0 && r.job.constraint.is_some() && !r.constraint_held;
         let pick = Pick {
             forced: r
                 .job
@@ -997,8 +1001,25 @@ impl<'b, B: Backend> Generator<'b, B> {
                 .as_ref()
                 .and_then(ReasoningBudget::forced_token),
             constrained: !r.constraint_held,
+            free: r
+                .job
+                .reasoning_budget
+                .as_ref()
+                .filter(|_| first_constrained)
+                .and_then(ReasoningBudget::opening_token),
         };
         let token = self.backend.sample(&mut r.sampler, index, pick);
+        if first_constrained {
+            if pick.free == Some(token) {
+                r.constraint_held = true;
+            } else if let (Some(Constraint::Grammar(_)), Some(b)) =
+                (&r.job.constraint, r.job.reasoning_budget.as_mut())
+            {
+                // The answer under a strict grammar has begun: a later opening would be
+                // the answer's text, and no close may be forced into it.
+                b.count_only();
+            }
+        }
         if let Some(k) = r.job.logprobs {
             let lp = self.logprob(index, token, k);
             r.job.events.send(Event::Logprob(lp));

@@ -45,6 +45,8 @@ struct Fake {
     fail_loads: bool,
     /// Whether each pick was constrained (its grammar applied), in order.
     constrained: Vec<bool>,
+    /// The token each pick could take outside the grammar, in order.
+    free: Vec<Option<i32>>,
 }
 
 impl Fake {
@@ -63,6 +65,7 @@ impl Fake {
             close_during_prefill: None,
             fail_loads: false,
             constrained: Vec::new(),
+            free: Vec::new(),
         }
     }
 }
@@ -200,6 +203,7 @@ impl Backend for Fake {
     }
     fn sample(&mut self, _: &mut (), index: i32, pick: Pick) -> i32 {
         self.constrained.push(pick.constrained);
+        self.free.push(pick.free);
         let seq = self.batch[index as usize];
         let (script, at) = self.running.get_mut(&seq).expect("a prefilled sequence");
         // A forced step takes the place of the script's pick.
@@ -920,6 +924,58 @@ fn a_constraint_waits_for_the_close_of_the_block_the_prompt_opened() {
     // Outside a block, or without a constraint, every pick is as before.
     assert_eq!(run(false, None, grammar()).0, [true; 5]);
     assert_eq!(run(true, None, None).0, [true; 5]);
+}
+
+/// A constrained reply that starts outside a block may open one at its first pick (a
+/// template that leaves the opening to the model): only that pick offers the opening free
+/// of the grammar, and when taken, the reasoning is free and the constraint holds from the
+/// block's close on, a budget's close forced as in a block the prompt opened. When the
+/// first pick is the answer's, a strict grammar's later "opening" is text of the answer,
+/// into which no close is forced; a lazy grammar's is a block, as without a constraint.
+#[test]
+fn a_constrained_reply_may_open_its_block_at_its_first_pick() {
+    let strict = || Some(Constraint::Grammar("root ::= \"b\"+".into()));
+    let lazy = || {
+        Some(Constraint::Lazy {
+            grammar: "root ::= \"b\"+".into(),
+            triggers: vec!["c".into()],
+        })
+    };
+    let run = |script: &[i32], budget: Option<u32>, constraint: Option<Constraint>| {
+        let mut fake = Fake::new(1, &[(9, script)]);
+        let mut g = generator(&mut fake);
+        let b = ReasoningBudget::new(budget, vec![9], vec![7], vec![7], false).unwrap();
+        let (j, _) = job(&[9], script.len() as u32, &[]);
+        g.submit(j.with_constraint(constraint).with_reasoning_budget(Some(b)));
+        g.run_until_idle();
+        let ids = g.backend().stats.generated_ids.lock().unwrap().clone();
+        let b = g.backend();
+        (b.constrained.clone(), b.free.clone(), ids)
+    };
+    let (opening, held, after) = (true, false, true);
+    // The model opens the block ("<think>" = 9), reasons "a", closes it ("</" = 7).
+    let (picks, free, ids) = run(&[9, 1, 7, 5, 1], None, strict());
+    assert_eq!(picks, [opening, held, held, after, after]);
+    assert_eq!(free, [Some(9), None, None, None, None]);
+    assert_eq!(ids, [9, 1, 7, 5, 1]);
+    // A budget of 1 forces the close in place of the script's "b".
+    let (picks, _, ids) = run(&[9, 1, 2, 7, 5], Some(1), strict());
+    assert_eq!(ids, [9, 1, 7, 7, 5]);
+    assert_eq!(picks, [opening, held, held, after, after]);
+    // The answer starts at once: a later 9 is its text, counted but never closed for it.
+    let (picks, free, ids) = run(&[1, 9, 2, 2, 2], Some(1), strict());
+    assert_eq!(ids, [1, 9, 2, 2, 2]);
+    assert_eq!(picks, [true; 5]);
+    assert_eq!(free, [Some(9), None, None, None, None]);
+    // Under a lazy grammar it is a block, closed at its budget; opened at the first pick,
+    // the lazy grammar does not watch the reasoning for its trigger either.
+    assert_eq!(run(&[1, 9, 2, 2, 2], Some(1), lazy()).2, [1, 9, 2, 7, 2]);
+    assert_eq!(
+        run(&[9, 1, 7, 5, 1], None, lazy()).0,
+        [opening, held, held, after, after]
+    );
+    // Without a constraint nothing is offered free.
+    assert_eq!(run(&[9, 1, 7, 5, 1], None, None).1, [None; 5]);
 }
 
 #[test]
