@@ -234,6 +234,17 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             "no stored response has the id `resp_1`",
         ),
         (
+            "/v1/responses",
+            r#"{"input": "x", "tools": [{"type": "web_search"}]}"#,
+            "`tools[0].type` is `web_search`: this server runs no hosted tools",
+        ),
+        (
+            "/v1/responses",
+            r#"{"input": "x", "tools": [{"type": "custom", "name": "p",
+                "format": {"type": "grammar", "syntax": "lark", "definition": "start: /a/"}}]}"#,
+            "a custom tool's input can only be free text",
+        ),
+        (
             "/completion",
             r#"{"prompt": [999999999]}"#,
             "outside the vocabulary",

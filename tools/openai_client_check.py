@@ -128,6 +128,40 @@ def agent_checks(client):
                         "function_calls": [(f.name, f.arguments) for f in fcs],
                         "stream_argument_deltas": deltas, "stream_calls": [(f.name, f.arguments) for f in done_calls],
                         "input_tokens": r.usage.input_tokens, "input_tokens_counted": counted}
+    # A custom tool (freeform input): its call is the chat's call of a function of one
+    # string, streamed as input deltas; its output goes back as the chat's tool message.
+    custom = [{"type": "custom", "name": "apply_patch", "description": "Apply a patch to the files."}]
+    as_function = [{"type": "function", "function": {"name": "apply_patch", "description": "Apply a patch to the files.",
+                    "parameters": {"type": "object", "properties": {"input": {"type": "string"}},
+                                   "required": ["input"], "additionalProperties": False}}}]
+    pick = {"type": "custom", "name": "apply_patch"}
+    cr = client.responses.create(model="any", input="Fix the typo.", tools=custom, tool_choice=pick,
+                                 max_output_tokens=300, temperature=0)
+    ccalls = [o for o in cr.output if o.type == "custom_tool_call"]
+    chat_call = client.chat.completions.create(
+        model="any", messages=[{"role": "user", "content": "Fix the typo."}], tools=as_function,
+        tool_choice={"type": "function", "function": {"name": "apply_patch"}}, max_tokens=300,
+        temperature=0).choices[0].message.tool_calls[0]
+    with client.responses.stream(model="any", input="Fix the typo.", tools=custom, tool_choice=pick,
+                                 max_output_tokens=300, temperature=0) as s:
+        input_deltas = sum(1 for ev in s if ev.type == "response.custom_tool_call_input.delta")
+        streamed_calls = [o for o in s.get_final_response().output if o.type == "custom_tool_call"]
+    cont = client.responses.create(model="any", tools=custom, max_output_tokens=4, temperature=0, input=[
+        {"role": "user", "content": "Fix the typo."}, ccalls[0].model_dump(exclude_none=True),
+        {"type": "custom_tool_call_output", "call_id": ccalls[0].call_id, "output": "Done."}])
+    chat_cont = client.chat.completions.create(model="any", tools=as_function, max_tokens=4, temperature=0, messages=[
+        {"role": "user", "content": "Fix the typo."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": ccalls[0].call_id, "type": "function", "function": {
+            "name": "apply_patch", "arguments": json.dumps({"input": ccalls[0].input})}}]},
+        {"role": "tool", "tool_call_id": ccalls[0].call_id, "content": "Done."}])
+    out["custom_tool"] = {"calls": [(c.name, c.input) for c in ccalls],
+                          "chat_input": json.loads(chat_call.function.arguments)["input"],
+                          "stream_input_deltas": input_deltas,
+                          "streamed_same": [c.input for c in streamed_calls] == [c.input for c in ccalls],
+                          "continued_input_tokens": cont.usage.input_tokens,
+                          "chat_prompt_tokens": chat_cont.usage.prompt_tokens}
+    custom_ok = (len(ccalls) == 1 and ccalls[0].input == out["custom_tool"]["chat_input"] and input_deltas >= 1
+                 and out["custom_tool"]["streamed_same"] and cont.usage.input_tokens == chat_cont.usage.prompt_tokens)
     # Stored responses: a second turn by `previous_response_id` evaluates what the
     # conversation sent whole would, and answers the same; then read back, listed, deleted.
     first = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
@@ -158,7 +192,7 @@ def agent_checks(client):
     stored_ok = (chained.usage.input_tokens == whole.usage.input_tokens and chained.output_text == whole.output_text
                  and got.output_text == chained.output_text and len(listed.data) == 1 and gone and broken_refused)
     responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
-                    and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok)
+                    and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok and custom_ok)
     out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
                          and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
                          and all(p is not None for p in pets)

@@ -1,10 +1,13 @@
 //! The OpenAI Responses adapter: `POST /v1/responses`. `input` (a string or items:
-//! messages, `function_call`, `function_call_output`), `instructions`, function `tools`,
-//! `tool_choice`, `text.format`, `max_output_tokens`; the reply as output items (reasoning,
-//! message, function calls), or the typed stream events (`response.created`,
-//! `response.output_text.delta`, `response.reasoning_text.delta`,
-//! `response.function_call_arguments.delta`, `response.completed` ...; the reasoning and the
-//! answer each stream as one item). Responses are kept in memory ([`crate::response_store`])
+//! messages, `function_call`, `function_call_output`, `custom_tool_call`,
+//! `custom_tool_call_output`, `reasoning`), `instructions`, function and custom (freeform
+//! text) `tools`, `tool_choice`, `text.format`, `max_output_tokens`; the reply as output
+//! items (reasoning, message, function and custom tool calls), or the typed stream events
+//! (`response.created`, `response.output_text.delta`, `response.reasoning_text.delta`,
+//! `response.function_call_arguments.delta`, `response.custom_tool_call_input.delta`,
+//! `response.completed` ...; the reasoning and the answer each stream as one item).
+//! A custom tool reaches the template as a function of one string, `input`, which its
+//! call's item carries back as its text. Responses are kept in memory ([`crate::response_store`])
 //! unless `store` is false: `previous_response_id` continues one, and `GET` / `DELETE
 //! /v1/responses/{id}` and `GET /v1/responses/{id}/input_items` read and remove them.
 //! `POST /v1/responses/input_tokens` counts a request's input tokens.
@@ -210,9 +213,14 @@ fn template_messages(
                     out.push(msg);
                 }
             }
-            "function_call" => {
+            "function_call" | "custom_tool_call" => {
+                let arguments = match kind {
+                    "function_call" => item.get("arguments").cloned().unwrap_or(Value::Null),
+                    _ => json!(json!({CUSTOM_INPUT: item.get("input").and_then(Value::as_str).unwrap_or("")})
+                        .to_string()),
+                };
                 let call = json!({"id": item.get("call_id"), "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments")}});
+                    "function": {"name": item.get("name"), "arguments": arguments}});
                 // The calls of one turn, after its text if it had any: one assistant message.
                 match out.last_mut() {
                     Some(last) if last["role"] == "assistant" && reasoning.is_empty() => {
@@ -228,7 +236,7 @@ fn template_messages(
                     ),
                 }
             }
-            "function_call_output" => {
+            "function_call_output" | "custom_tool_call_output" => {
                 reasoning.clear();
                 out.push(json!({"role": "tool", "tool_call_id": item.get("call_id"),
                     "content": item_text(item.get("output").unwrap_or(&Value::Null))}));
@@ -245,7 +253,7 @@ fn template_messages(
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "`input[{i}].type` is `{other}`: use message, function_call or function_call_output"
+                    "`input[{i}].type` is `{other}`: use message, reasoning, function_call, function_call_output, custom_tool_call or custom_tool_call_output"
                 )))
             }
         }
@@ -253,21 +261,52 @@ fn template_messages(
     Ok(out)
 }
 
+/// The one argument a custom tool's call has as a function's: its freeform input.
+const CUSTOM_INPUT: &str = "input";
+
 /// Responses tools are flat (`{"type": "function", "name", "parameters"}`): as chat tools.
+/// A custom tool (freeform text in, `{"type": "custom", "name", "format"}`) is a function
+/// of one string; its `format` may only be text, as a grammar of another syntax (Lark,
+/// regex) cannot be held here.
 fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
     tools
         .iter()
         .enumerate()
-        .map(|(i, t)| match t.get("type").and_then(Value::as_str) {
-            Some("function") => Ok(json!({"type": "function", "function": {
-                "name": t.get("name"), "description": t.get("description").cloned().unwrap_or(json!("")),
-                "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"}))}})),
-            other => Err(ApiError::bad_request(format!(
-                "`tools[{i}].type` is {other:?}: only function tools are served"
-            ))),
+        .map(|(i, t)| {
+            let description = t.get("description").cloned().unwrap_or(json!(""));
+            match t.get("type").and_then(Value::as_str) {
+                Some("function") => Ok(json!({"type": "function", "function": {
+                    "name": t.get("name"), "description": description,
+                    "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"}))}})),
+                Some("custom") => match t.pointer("/format/type").and_then(Value::as_str) {
+                    None | Some("text") => Ok(json!({"type": "function", "function": {
+                        "name": t.get("name"), "description": description,
+                        "parameters": {"type": "object", "properties": {CUSTOM_INPUT: {"type": "string"}},
+                                       "required": [CUSTOM_INPUT], "additionalProperties": false}}})),
+                    Some(other) => Err(ApiError::bad_request(format!(
+                        "`tools[{i}].format.type` is `{other}`: a custom tool's input can only be free text here (`{{\"type\": \"text\"}}`); describe its syntax in `description`"
+                    ))),
+                },
+                Some(other) => Err(ApiError::bad_request(format!(
+                    "`tools[{i}].type` is `{other}`: this server runs no hosted tools; give function or custom tools"
+                ))),
+                None => Err(ApiError::bad_request(format!(
+                    "`tools[{i}]` has no `type`: give function or custom tools"
+                ))),
+            }
         })
         .collect::<std::result::Result<Vec<_>, _>>()
         .map(Value::Array)
+}
+
+/// The names of the request's custom tools, whose calls are `custom_tool_call` items.
+fn custom_tool_names(tools: Option<&[Value]>) -> Vec<String> {
+    tools
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("custom"))
+        .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect()
 }
 
 fn text_format(f: Option<&Value>) -> std::result::Result<Format, ApiError> {
@@ -299,9 +338,15 @@ struct ResponseMeta {
     instructions: Option<String>,
     /// Kept once done: the store and the request's own input items.
     keep: Option<(Arc<AppState>, Vec<Value>)>,
+    /// The request's custom tools (their calls are `custom_tool_call` items).
+    custom_tools: Vec<String>,
 }
 
 impl ResponseMeta {
+    fn is_custom(&self, c: &epm_chat::ToolCall) -> bool {
+        self.custom_tools.contains(&c.name)
+    }
+
     /// The response object around `output`.
     fn envelope(
         &self,
@@ -395,9 +440,28 @@ impl TextItem {
     }
 }
 
-fn call_item(c: &epm_chat::ToolCall, status: &str, arguments: &str) -> Value {
-    json!({"type": "function_call", "id": new_id("fc"), "call_id": c.id.clone().unwrap_or_else(|| new_id("call")),
-           "name": c.name, "arguments": arguments, "status": status})
+/// A call's output item: a function's with its `arguments`, a custom tool's with its
+/// `input` (the text of the one argument; the arguments whole if they are not that).
+fn call_item(c: &epm_chat::ToolCall, custom: bool, status: &str, arguments: &str) -> Value {
+    let call_id = c.id.clone().unwrap_or_else(|| new_id("call"));
+    if custom {
+        json!({"type": "custom_tool_call", "id": new_id("ctc"), "call_id": call_id,
+               "name": c.name, "input": custom_input(arguments), "status": status})
+    } else {
+        json!({"type": "function_call", "id": new_id("fc"), "call_id": call_id,
+               "name": c.name, "arguments": arguments, "status": status})
+    }
+}
+
+fn custom_input(arguments: &str) -> String {
+    serde_json::from_str::<Value>(arguments)
+        .ok()
+        .and_then(|v| {
+            v.get(CUSTOM_INPUT)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| arguments.to_string())
 }
 
 /// What a request gives the template: its instructions and the conversation's `items` as
@@ -465,6 +529,7 @@ async fn responses(
     let p = prepare_chat(loaded, &chat, &ask, &asked)?;
     let keep = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
     let meta = ResponseMeta {
+        custom_tools: custom_tool_names(req.tools.as_deref()),
         id: new_id("resp"),
         model: state.model_name.clone(),
         previous_response_id: req.previous_response_id.clone(),
@@ -488,7 +553,7 @@ async fn responses(
     output.extend(
         c.tool_calls
             .iter()
-            .map(|t| call_item(t, "completed", &t.arguments)),
+            .map(|t| call_item(t, meta.is_custom(t), "completed", &t.arguments)),
     );
     let response = meta.envelope("completed", output, Some(&c.finish_reason), &c.usage);
     meta.keep(&response);
@@ -634,23 +699,37 @@ impl StreamState {
             Event::ToolCall(c) => {
                 self.close_open();
                 let index = self.output.len();
-                let added = call_item(&c, "in_progress", "");
+                let custom = self.meta.is_custom(&c);
+                let added = call_item(&c, custom, "in_progress", "");
                 let item_id = added["id"].clone();
                 self.emit(
                     "response.output_item.added",
                     json!({"output_index": index, "item": added}),
                 );
-                self.emit(
-                    "response.function_call_arguments.delta",
-                    json!({"item_id": item_id, "output_index": index, "delta": c.arguments}),
-                );
-                self.emit(
-                    "response.function_call_arguments.done",
-                    json!({"item_id": item_id, "output_index": index, "arguments": c.arguments}),
-                );
                 let mut done = added.clone();
                 done["status"] = json!("completed");
-                done["arguments"] = json!(c.arguments);
+                if custom {
+                    let input = custom_input(&c.arguments);
+                    self.emit(
+                        "response.custom_tool_call_input.delta",
+                        json!({"item_id": item_id, "output_index": index, "delta": input}),
+                    );
+                    self.emit(
+                        "response.custom_tool_call_input.done",
+                        json!({"item_id": item_id, "output_index": index, "input": input}),
+                    );
+                    done["input"] = json!(input);
+                } else {
+                    self.emit(
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id, "output_index": index, "delta": c.arguments}),
+                    );
+                    self.emit(
+                        "response.function_call_arguments.done",
+                        json!({"item_id": item_id, "output_index": index, "arguments": c.arguments}),
+                    );
+                    done["arguments"] = json!(c.arguments);
+                }
                 self.emit(
                     "response.output_item.done",
                     json!({"output_index": index, "item": done}),
