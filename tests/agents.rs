@@ -612,9 +612,11 @@ fn a_constraint_changes_tokens_never_logits() {
 }
 
 /// gpt-oss end to end: harmony's channels over the OpenAI API. Required and named calls
-/// come back as `tool_calls` parsed from `commentary to=functions.NAME`, streamed and not;
-/// the analysis channel is the reasoning and the final channel the content; tool results
-/// render back through the harmony template.
+/// come back as `tool_calls` parsed from `commentary to=functions.NAME`, streamed and not,
+/// after an analysis the model may write first (as llama.cpp's grammar for gpt-oss lets
+/// it; the random model's is closed by a budget); the analysis channel is the reasoning
+/// and the final channel the content; tool results render back through the harmony
+/// template.
 #[test]
 fn harmony_tool_calls_and_channels_on_gpt_oss_mini() {
     let _g = serial();
@@ -622,11 +624,22 @@ fn harmony_tool_calls_and_channels_on_gpt_oss_mini() {
     let server = Server::start(&synth(dir.path(), "gpt-oss-20b-mini", &[]), &["-c", "2048"]);
     let tools = vec![weather_tool(), time_tool()];
     let mut called = std::collections::BTreeSet::new();
+    let mut reasoned = 0;
     for seed in 0..10 {
-        let body = ask(seed, json!({"tools": tools, "tool_choice": "required"}));
+        let body = ask(
+            seed,
+            json!({"tools": tools, "tool_choice": "required", "thinking_budget_tokens": 8}),
+        );
         let r = server.chat(&body);
         let choice = &r["choices"][0];
         assert_eq!(choice["finish_reason"], "tool_calls", "seed {seed}: {r}");
+        if choice["message"]["reasoning_content"].is_string() {
+            assert_eq!(
+                r["usage"]["completion_tokens_details"]["reasoning_tokens"], 8,
+                "seed {seed}: {r}"
+            );
+            reasoned += 1;
+        }
         let call = &choice["message"]["tool_calls"][0]["function"];
         let name = call["name"].as_str().unwrap();
         let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
@@ -647,6 +660,10 @@ fn harmony_tool_calls_and_channels_on_gpt_oss_mini() {
         );
     }
     assert_eq!(called.len(), 2, "10 seeds call both tools: {called:?}");
+    assert!(
+        (1..10).contains(&reasoned),
+        "{reasoned} of 10 seeds reasoned first"
+    );
     let named = ask(
         2,
         json!({"tools": tools, "tool_choice": {"type": "function", "function": {"name": "get_time"}}}),

@@ -632,6 +632,40 @@ fn a_constrained_reply_may_open_its_own_block() {
     unit(call["arguments"].as_str().unwrap());
 }
 
+/// gpt-oss under a JSON format answers in its final channel, after an analysis it may write
+/// first (as llama.cpp's grammar for it lets it), which the budget closes; the analysis is
+/// the reasoning and the JSON the content. The random model opens the analysis for some
+/// seeds and answers at once for others.
+#[test]
+fn gpt_oss_may_reason_before_its_json_answer() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&synth(dir.path(), "gpt-oss-20b-mini", &[]), &[]);
+    let schema = json!({"type": "object", "properties": {"unit": {"enum": ["c", "f"]}},
+                        "required": ["unit"], "additionalProperties": false});
+    let (mut reasoned, mut direct) = (0, 0);
+    for seed in 0..8 {
+        let body = chat_body(json!({"response_format": {"type": "json_schema",
+            "json_schema": {"name": "u", "schema": schema}},
+            "thinking_budget_tokens": 6, "max_tokens": 200, "temperature": 1.0, "seed": seed}));
+        let ((reasoning, content), counted) = split_counted(&server, &body);
+        let answer: Value = serde_json::from_str(&content)
+            .unwrap_or_else(|e| panic!("seed {seed}: {content:?} is not JSON: {e}"));
+        assert!(answer["unit"] == "c" || answer["unit"] == "f", "{answer}");
+        if reasoning.is_empty() {
+            assert_eq!(counted, 0, "seed {seed}");
+            direct += 1;
+        } else {
+            assert_eq!(counted, 6, "seed {seed}: {reasoning:?}");
+            reasoned += 1;
+        }
+    }
+    assert!(
+        reasoned > 0 && direct > 0,
+        "{reasoned} reasoned, {direct} did not"
+    );
+}
+
 /// A Responses tool loop keeps the turn's reasoning: the reasoning item before a call goes
 /// back to the template as that assistant turn's `reasoning_content`, which Qwen3's template
 /// writes within the turn in progress, so the continuation's prompt is the chat's with the

@@ -27,7 +27,8 @@ pub const HERMES_CLOSE: &str = "</tool_call>";
 pub const HARMONY_CHANNEL: &str = "<|channel|>";
 pub const HARMONY_MESSAGE: &str = "<|message|>";
 pub const HARMONY_START: &str = "<|start|>";
-pub const HARMONY_ENDS: &[&str] = &["<|end|>", "<|call|>", "<|return|>"];
+pub const HARMONY_END: &str = "<|end|>";
+pub const HARMONY_ENDS: &[&str] = &[HARMONY_END, "<|call|>", "<|return|>"];
 pub const LLAMA3_PYTHON_TAG: &str = "<|python_tag|>";
 pub const MISTRAL_OPEN: &str = "[TOOL_CALLS]";
 pub const MISTRAL_ARGS: &str = "[ARGS]";
@@ -87,7 +88,12 @@ impl ToolFamily {
 
     /// The grammar of a reply that is one call (or, with `parallel`, one or more) of
     /// `tools`, written as this family writes calls.
-    pub fn call_grammar(self, tools: &[ToolSpec], parallel: bool) -> Result<Grammar, SchemaError> {
+    pub fn call_grammar(
+        self,
+        tools: &[ToolSpec],
+        parallel: bool,
+        start: ReplyStart,
+    ) -> Result<Grammar, SchemaError> {
         let holder = Value::Null;
         let mut c = Compiler::new(&holder);
         let mut alts = Vec::new();
@@ -145,10 +151,14 @@ impl ToolFamily {
                 );
                 format!("{one}{}", more(format!("\"\\n\" {one}")))
             }
-            ToolFamily::Harmony => format!(
-                "{} call",
-                literal(&format!("{HARMONY_CHANNEL}commentary to=functions."))
-            ),
+            ToolFamily::Harmony => {
+                c.add_rules(harmony_lead_rules());
+                format!(
+                    "{} {} call",
+                    start.harmony_lead(),
+                    literal(&format!("{HARMONY_CHANNEL}commentary to=functions."))
+                )
+            }
             ToolFamily::Llama3 => format!("call{}", more("\"; \" call".into())),
             ToolFamily::Mistral => format!(
                 "{} call{} \"]\"",
@@ -165,6 +175,86 @@ impl ToolFamily {
         c.add_rule("root", root);
         Ok(c.finish())
     }
+}
+
+impl ToolFamily {
+    /// The grammar of a reply whose answer is `answer` (a grammar's `root`, such as a JSON
+    /// schema's), as this family writes an answer: gpt-oss writes it in the final channel,
+    /// after an analysis it may write first (it reasons before it answers, as llama.cpp's
+    /// grammar for it lets it); the other families' answer is the whole reply.
+    pub fn answer_grammar(self, answer: Grammar, start: ReplyStart) -> Grammar {
+        match self {
+            ToolFamily::Harmony => {
+                let mut g = answer;
+                let root = g.rules.remove("root").unwrap_or_default();
+                g.rules.insert(HARMONY_ANSWER.into(), root);
+                for (name, body) in harmony_lead_rules() {
+                    g.rules.insert(name.into(), body);
+                }
+                g.rules.insert(
+                    "root".into(),
+                    format!(
+                        "{} {} (\" \" {}? \"json\")? {} {HARMONY_ANSWER}",
+                        start.harmony_lead(),
+                        literal(&format!("{HARMONY_CHANNEL}final")),
+                        literal("<|constrain|>"),
+                        literal(HARMONY_MESSAGE),
+                    ),
+                );
+                g
+            }
+            _ => answer,
+        }
+    }
+}
+
+/// The rule of a harmony answer's own grammar, in [`ToolFamily::answer_grammar`].
+const HARMONY_ANSWER: &str = "harmony-answer";
+
+/// Where a constrained reply's grammar starts: what it may write before its answer or call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyStart {
+    /// At the reply's first token: the model may reason first (gpt-oss: one analysis
+    /// message, then the answer's message).
+    Fresh,
+    /// After the close of a reasoning block the prompt opened, which the constraint waited
+    /// for (gpt-oss: the next message's header, `<|start|>assistant`, may come first).
+    AfterBlock,
+}
+
+impl ReplyStart {
+    /// The GBNF of what a harmony reply writes before its answer (rules of
+    /// [`harmony_lead_rules`]). Only after a block may it begin with a header: a fresh
+    /// reply's header is the prompt's.
+    fn harmony_lead(self) -> &'static str {
+        match self {
+            ReplyStart::Fresh => "harmony-analysis?",
+            ReplyStart::AfterBlock => "harmony-header?",
+        }
+    }
+}
+
+/// The rules of [`ReplyStart::harmony_lead`]: an analysis is any text without `<|end|>`,
+/// then `<|end|>` and the next message's header.
+fn harmony_lead_rules() -> [(&'static str, String); 3] {
+    let header = literal(&format!("{HARMONY_START}assistant"));
+    [
+        ("harmony-header", header.clone()),
+        (
+            "harmony-analysis",
+            format!(
+                "{} harmony-text {} {header}",
+                literal(&format!("{HARMONY_CHANNEL}analysis{HARMONY_MESSAGE}")),
+                literal(HARMONY_END),
+            ),
+        ),
+        // Any text that does not hold `<|end|>`, character by character.
+        (
+            "harmony-text",
+            r#"( [^<] | "<" [^|] | "<|" [^e] | "<|e" [^n] | "<|en" [^d] | "<|end" [^|] | "<|end|" [^>] )*"#
+                .to_string(),
+        ),
+    ]
 }
 
 /// Rename the rules a tool's compiler made (`s-...`, `ref-...`) to that tool's namespace;

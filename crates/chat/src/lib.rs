@@ -14,6 +14,6 @@ pub mod parse;
 mod pattern;
 pub mod schema;
 
-pub use family::{ToolFamily, ToolSpec};
+pub use family::{ReplyStart, ToolFamily, ToolSpec};
 pub use parse::{OutputParser, Piece, ReasoningSplit, ToolCall};
 pub use schema::{compile_schema, Grammar, SchemaError};

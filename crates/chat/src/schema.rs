@@ -39,7 +39,7 @@ pub enum SchemaError {
 /// A GBNF grammar whose start rule is `root`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grammar {
-    rules: BTreeMap<String, String>,
+    pub(crate) rules: BTreeMap<String, String>,
 }
 
 impl Grammar {
@@ -220,6 +220,13 @@ impl<'s> Compiler<'s> {
     /// Add a rule (the caller's wrapper around compiled schemas).
     pub fn add_rule(&mut self, name: &str, body: String) {
         self.rules.insert(name.to_string(), body);
+    }
+
+    /// Add several rules.
+    pub fn add_rules<N: ToString>(&mut self, rules: impl IntoIterator<Item = (N, String)>) {
+        for (name, body) in rules {
+            self.add_rule(&name.to_string(), body);
+        }
     }
 
     /// The grammar so far, with the primitive rules it may use.

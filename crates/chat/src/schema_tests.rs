@@ -145,7 +145,7 @@ fn literals_escape() {
 
 #[test]
 fn tool_call_grammars_name_each_tool_and_keep_their_rules_apart() {
-    use crate::family::{ToolFamily, ToolSpec};
+    use crate::family::{ReplyStart, ToolFamily, ToolSpec};
     let obj = |p: &str| json!({"type": "object", "properties": {p: {"type": "object", "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 3}}, "required": ["v"]}}, "required": [p]});
     let tools = vec![
         ToolSpec {
@@ -158,7 +158,7 @@ fn tool_call_grammars_name_each_tool_and_keep_their_rules_apart() {
         },
     ];
     let g = ToolFamily::Hermes
-        .call_grammar(&tools, false)
+        .call_grammar(&tools, false, ReplyStart::Fresh)
         .unwrap()
         .text();
     assert!(
@@ -185,7 +185,10 @@ fn tool_call_grammars_name_each_tool_and_keep_their_rules_apart() {
         ToolFamily::Mistral,
         ToolFamily::DeepSeek,
     ] {
-        let g = f.call_grammar(&tools, true).unwrap().text();
+        let g = f
+            .call_grammar(&tools, true, ReplyStart::Fresh)
+            .unwrap()
+            .text();
         assert!(g.contains("alpha") && g.contains("beta"), "{f:?}: {g}");
     }
 }
@@ -356,4 +359,53 @@ fn string_lengths_above_llama_cpps_repetition_limit_are_written_in_blocks_exactl
     assert!(compile_schema(&json!({"type": "string", "maxLength": B * B + 1})).is_err());
     assert!(compile_schema(&json!({"type": "array", "maxItems": B + 2})).is_err());
     assert!(compile_schema(&json!({"type": "string", "pattern": "^a{2001}$"})).is_err());
+}
+
+#[test]
+fn a_harmony_answer_comes_in_the_final_channel_after_an_optional_analysis() {
+    use crate::family::{ReplyStart, ToolFamily};
+    let json = || compile_schema(&json!({"type": "object"})).unwrap();
+    let plain = json().text();
+    // Other families' answer is the whole reply.
+    assert_eq!(
+        ToolFamily::Hermes
+            .answer_grammar(json(), ReplyStart::Fresh)
+            .text(),
+        plain
+    );
+    let g = ToolFamily::Harmony
+        .answer_grammar(json(), ReplyStart::Fresh)
+        .text();
+    let root = g.lines().next().unwrap();
+    assert_eq!(
+        root,
+        r#"root ::= harmony-analysis? "<|channel|>final" (" " "<|constrain|>"? "json")? "<|message|>" harmony-answer"#
+    );
+    // The schema's own root is the answer's rule; its other rules are kept.
+    let schema_root = plain
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("root ::= ");
+    assert!(
+        g.contains(&format!("harmony-answer ::= {schema_root}\n")),
+        "{g}"
+    );
+    assert!(g.contains("harmony-analysis ::= \"<|channel|>analysis<|message|>\" harmony-text \"<|end|>\" \"<|start|>assistant\""), "{g}");
+    // After a block the prompt opened, the next message's header may come first instead.
+    let after = ToolFamily::Harmony
+        .answer_grammar(json(), ReplyStart::AfterBlock)
+        .text();
+    assert!(
+        after.starts_with("root ::= harmony-header? \"<|channel|>final\""),
+        "{after}"
+    );
+    let call = ToolFamily::Harmony
+        .call_grammar(&[], false, ReplyStart::Fresh)
+        .unwrap()
+        .text();
+    assert!(
+        call.starts_with("root ::= harmony-analysis? \"<|channel|>commentary to=functions.\" call"),
+        "{call}"
+    );
 }

@@ -265,7 +265,7 @@ impl ChatRenderer {
         let source = self.source.as_deref()?;
         if self.tool_family == Some(ToolFamily::Harmony) {
             return Some(ReasoningSplit {
-                open: "<|channel|>analysis".into(),
+                open: "<|channel|>analysis<|message|>".into(),
                 close: "<|end|>".into(),
                 starts_open: false,
             });

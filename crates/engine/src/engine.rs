@@ -326,8 +326,8 @@ impl Engine {
         let special = |text: &str| self.tokenize(text, false, true);
         ReasoningBudget::new(
             budget,
-            special(open),
-            special(close),
+            (special(open), open.as_bytes()),
+            close.as_bytes(),
             special(&format!("{message}{close}")),
             starts_open,
         )

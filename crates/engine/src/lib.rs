@@ -31,7 +31,7 @@ pub use error::EngineError;
 pub use hook::attach::{PagingOptions, Prediction};
 pub use hook::GoneProbe;
 pub use sampling::{
-    Dry, Extras, LogitBias, Mirostat, Penalties, Pick, Sampler, SamplerOrder, SamplingError,
-    SamplingParams, Stage,
+    Dry, Extras, LogitBias, Mirostat, Penalties, Pick, Picked, Sampler, SamplerOrder,
+    SamplingError, SamplingParams, Stage,
 };
 pub use session::{PrefillProgress, Prefilled, Session, Step};

@@ -519,6 +519,15 @@ pub struct Pick {
     pub free: Option<i32>,
 }
 
+/// What one pick took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Picked {
+    pub token: i32,
+    /// The token is [`Pick::free`], taken outside the grammar, which refused it (and did
+    /// not see it).
+    pub free: bool,
+}
+
 /// A token sampler (the chain of [`SamplingParams`]), and a grammar when constrained
 /// ([`Engine::sampler`](crate::Engine::sampler) makes them).
 pub struct Sampler {
@@ -675,10 +684,13 @@ impl Sampler {
     /// random draws, the penalties' history) moves as it would for any pick; a grammar that
     /// refuses the forced token wins, and the pick is then the grammar's. An unconstrained
     /// pick leaves the grammar out, and the grammar does not see its token.
-    pub(crate) fn sample(&mut self, ctx: &LlamaContext<'_>, index: i32, pick: Pick) -> i32 {
+    pub(crate) fn sample(&mut self, ctx: &LlamaContext<'_>, index: i32, pick: Pick) -> Picked {
         let grammar_applies = self.grammar.is_some() && pick.constrained;
         if !grammar_applies && pick.forced.is_none() {
-            return self.chain.sample(ctx, index).0;
+            return Picked {
+                token: self.chain.sample(ctx, index).0,
+                free: false,
+            };
         }
         self.sample_logits(ctx.get_logits_ith(index), pick)
     }
@@ -687,9 +699,10 @@ impl Sampler {
     /// the token the unconstrained chain picks is checked first and kept when the grammar
     /// allows it (for greedy sampling that is the grammar's own choice); only otherwise is
     /// the grammar run over the whole vocabulary, which costs a pass of its matcher per
-    /// token; the chain's pick is also kept when it is `pick.free`. The chain and the
-    /// grammar (unless the token was taken free) then accept the token.
-    fn sample_logits(&mut self, logits: &[f32], pick: Pick) -> i32 {
+    /// token; the chain's pick is also kept when the grammar refuses it but it is
+    /// `pick.free`. The chain and the grammar (unless the token was taken free) then
+    /// accept the token.
+    fn sample_logits(&mut self, logits: &[f32], pick: Pick) -> Picked {
         let mut grammar = self.grammar.as_mut().filter(|_| pick.constrained);
         let logit = |t: LlamaToken| {
             logits
@@ -732,11 +745,11 @@ impl Sampler {
                 let mut all = candidates(None);
                 all.apply_sampler(&mut self.chain);
                 match all.selected_token() {
+                    Some(t) if g.allows(t, logit(t)) => t,
                     Some(t) if pick.free == Some(t.0) => {
                         taken_free = true;
                         t
                     }
-                    Some(t) if g.allows(t, logit(t)) => t,
                     _ => {
                         let mut all = candidates(None);
                         for c in all.data.iter_mut() {
@@ -756,7 +769,10 @@ impl Sampler {
             g.sampler.accept(token);
         }
         self.chain.accept(token);
-        token.0
+        Picked {
+            token: token.0,
+            free: taken_free,
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use crate::error::EngineError;
 use crate::hook::{attach, GoneProbe, HookedContext, Stopped};
 use crate::integrity::bytes_sum;
 use crate::prefix_file;
-use crate::sampling::{Pick, Sampler};
+use crate::sampling::{Pick, Picked, Sampler};
 use epm_sys::fs::{read_whole_uncached, write_whole_uncached, PageBuf};
 
 /// One decode step of one sequence: `token` at position `pos`.
@@ -262,7 +262,7 @@ impl<'e> Session<'e> {
         self.hooked.ctx().get_logits_ith(index)
     }
 
-    pub fn sample(&mut self, sampler: &mut Sampler, index: i32, pick: Pick) -> i32 {
+    pub fn sample(&mut self, sampler: &mut Sampler, index: i32, pick: Pick) -> Picked {
         sampler.sample(self.hooked.ctx(), index, pick)
     }
 

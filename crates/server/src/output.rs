@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use epm_chat::{compile_schema, OutputParser, ReasoningSplit, ToolFamily, ToolSpec};
+use epm_chat::{compile_schema, OutputParser, ReasoningSplit, ReplyStart, ToolFamily, ToolSpec};
 use epm_engine::generation::{Constraint, ReasoningBudget};
 use epm_engine::SamplingParams;
 
@@ -276,8 +276,15 @@ impl OutputAsk {
             }
             _ => self.tools.clone(),
         };
+        let tags = loaded.chat.reasoning_tags(prompt.unwrap_or(""));
+        // Where a constraint starts: after the block the prompt opened, or at once.
+        let start = if tags.as_ref().is_some_and(|t| t.starts_open) || self.budget.arm_immediately {
+            ReplyStart::AfterBlock
+        } else {
+            ReplyStart::Fresh
+        };
         let call_grammar = |f: ToolFamily| {
-            f.call_grammar(&tools, self.parallel_tool_calls)
+            f.call_grammar(&tools, self.parallel_tool_calls, start)
                 .map(|g| g.text())
                 .map_err(|e| ApiError::bad_request(format!("cannot constrain the tool call: {e}")))
         };
@@ -285,6 +292,12 @@ impl OutputAsk {
             Some(Constraint::Grammar(g.clone()))
         } else if let Some(schema) = format {
             let g = compile_schema(&schema).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            // A chat's answer as its family writes one (gpt-oss: after its analysis, in the
+            // final channel); a raw prompt's is the whole output.
+            let g = match family {
+                Some(f) if prompt.is_some() => f.answer_grammar(g, start),
+                _ => g,
+            };
             Some(Constraint::Grammar(g.text()))
         } else if tools_on {
             match (family, constrained_call) {
@@ -309,7 +322,6 @@ impl OutputAsk {
                 .sampler(&SamplingParams::default(), Some(c), &[])
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
-        let tags = loaded.chat.reasoning_tags(prompt.unwrap_or(""));
         let reasoning = match (self.reasoning, prompt) {
             (ReasoningFormat::DeepSeek, Some(_)) => tags.clone(),
             _ => None,

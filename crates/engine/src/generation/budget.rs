@@ -4,12 +4,14 @@
 //! `--reasoning-budget` and Anthropic's `thinking.budget_tokens` bound it.
 //!
 //! [`ReasoningBudget`] is the state machine of llama.cpp's `reasoning-budget` sampler: it
-//! watches the generated tokens for the block's opening, counts the tokens inside, and once
+//! watches the generated text for the block's opening, counts the tokens inside, and once
 //! the budget is spent (and the text is at a character boundary) names the tokens of a
 //! message and the closing, one per step, for the sampler to force. A block the model
 //! closes itself ends the count; a new opening starts a fresh one. Without a budget it only
-//! counts (the replies' `reasoning_tokens`). Pure: it sees token ids only, and tests drive
-//! it without a model.
+//! counts (the replies' `reasoning_tokens`). The tags are matched in the text, not as
+//! token sequences: a grammar may make a model write `analysis` in other pieces than the
+//! tokenizer would, and the reply's parser reads text too. Pure: it sees token ids and
+//! their bytes only, and tests drive it without a model.
 
 /// Where a [`ReasoningBudget`] stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,9 +29,10 @@ pub enum BudgetState {
 }
 
 /// Invariants:
-/// 1. `open`, `close` and `forced` are not empty (`new` refuses otherwise);
-/// 2. `recent` holds the tokens accepted since the last change of state, at most the
-///    longer of `open` and `close`, so the match of a tag never spans a state change
+/// 1. `open` (its tokens and text), `close` (its text) and `forced` are not empty (`new`
+///    refuses otherwise);
+/// 2. `recent` holds the last bytes of the text accepted since the last change of state,
+///    fewer than the longer tag's text, so the match of a tag never spans a state change
 ///    (a forced closing never counts as the model opening a block);
 /// 3. in `Forcing { at }`, `at < forced.len()`;
 /// 4. with a budget, `left <= budget`, and in `Counting` `left > 0` (a spent budget
@@ -40,13 +43,15 @@ pub enum BudgetState {
 pub struct ReasoningBudget {
     /// Tokens per block (`None`: no limit, only counted).
     budget: Option<u32>,
+    /// The opening's tokens, as the vocabulary writes it.
     open: Vec<i32>,
-    close: Vec<i32>,
+    open_text: Vec<u8>,
+    close_text: Vec<u8>,
     forced: Vec<i32>,
     state: BudgetState,
     left: u32,
-    recent: Vec<i32>,
-    /// The longer tag's length: how many tokens `recent` keeps.
+    recent: Vec<u8>,
+    /// The longer tag's text's length: `recent` keeps one byte fewer.
     window: usize,
     /// Whether the text ended on a whole character after the last token taken.
     at_char_boundary: bool,
@@ -56,6 +61,9 @@ pub struct ReasoningBudget {
     closes_forced: u32,
     /// Whether a close may be forced at all ([`ReasoningBudget::count_only`] clears it).
     forces: bool,
+    /// While everything the reply wrote is the start of the opening (and no block was
+    /// opened yet): how many bytes of it.
+    opening_so_far: Option<usize>,
 }
 
 /// A budget that cannot be set up.
@@ -67,26 +75,32 @@ pub enum BudgetError {
 
 impl ReasoningBudget {
     /// A budget of `budget` tokens per block (`None`: none, the blocks are only counted)
-    /// opened by `open` and closed by `close`; `forced` is what a spent budget writes (a
-    /// message, then `close`). `starts_open`: the prompt already opened a block (the
-    /// template writes the opening), so counting starts with the first generated token.
+    /// opened by the text `open_text` (whose tokens are `open`) and closed by `close_text`;
+    /// `forced` is what a spent budget writes (the tokens of a message, then the close).
+    /// `starts_open`: the prompt already opened a block (the template writes the opening),
+    /// so counting starts with the first generated token.
     pub fn new(
         budget: Option<u32>,
-        open: Vec<i32>,
-        close: Vec<i32>,
+        (open, open_text): (Vec<i32>, &[u8]),
+        close_text: &[u8],
         forced: Vec<i32>,
         starts_open: bool,
     ) -> Result<ReasoningBudget, BudgetError> {
-        for (name, seq) in [("opening", &open), ("closing", &close), ("forced", &forced)] {
-            if seq.is_empty() {
+        for (name, empty) in [
+            ("opening", open.is_empty() || open_text.is_empty()),
+            ("closing", close_text.is_empty()),
+            ("forced", forced.is_empty()),
+        ] {
+            if empty {
                 return Err(BudgetError::EmptyTag(name));
             }
         }
-        let window = open.len().max(close.len());
+        let window = open_text.len().max(close_text.len());
         let mut b = ReasoningBudget {
             budget,
             open,
-            close,
+            open_text: open_text.to_vec(),
+            close_text: close_text.to_vec(),
             forced,
             state: BudgetState::Idle,
             left: budget.unwrap_or(0),
@@ -96,6 +110,7 @@ impl ReasoningBudget {
             counted: 0,
             closes_forced: 0,
             forces: true,
+            opening_so_far: Some(0),
         };
         if starts_open {
             b.enter_block();
@@ -129,6 +144,12 @@ impl ReasoningBudget {
         }
     }
 
+    /// Whether all the reply wrote so far is the start of the block's opening, which it
+    /// may still complete (and it has not opened a block yet).
+    pub fn opening_under_way(&self) -> bool {
+        self.opening_so_far.is_some()
+    }
+
     /// Only count from now on: no close is forced, by the budget or by
     /// [`ReasoningBudget::end_now`] (an answer under a strict grammar, which could take a
     /// block's opening as text, a JSON string's, and a forced message with it).
@@ -154,18 +175,23 @@ impl ReasoningBudget {
         self.closes_forced
     }
 
-    /// Take the generated `token`; `at_char_boundary`: the text so far ends on a whole
-    /// character (no UTF-8 sequence left open by this token).
-    pub fn accept(&mut self, token: i32, at_char_boundary: bool) {
+    /// Take the generated `token`, whose text is `piece` (special tokens' text included);
+    /// `at_char_boundary`: the text so far ends on a whole character (no UTF-8 sequence
+    /// left open by this token).
+    pub fn accept(&mut self, token: i32, piece: &[u8], at_char_boundary: bool) {
         self.at_char_boundary = at_char_boundary;
         match self.state {
             BudgetState::Idle | BudgetState::Done => {
-                if self.push_matches(token, Tag::Open) {
+                self.opening_so_far = self.opening_so_far.and_then(|n| {
+                    let end = n + piece.len();
+                    (self.open_text.get(n..end) == Some(piece)).then_some(end)
+                });
+                if self.push_matches(piece, Tag::Open) {
                     self.enter_block();
                 }
             }
             BudgetState::Counting => {
-                if self.push_matches(token, Tag::Close) {
+                if self.push_matches(piece, Tag::Close) {
                     self.set(BudgetState::Done);
                     return;
                 }
@@ -178,7 +204,7 @@ impl ReasoningBudget {
                 }
             }
             BudgetState::WaitingForCharacter => {
-                if self.push_matches(token, Tag::Close) {
+                if self.push_matches(piece, Tag::Close) {
                     self.set(BudgetState::Done);
                 } else {
                     self.counted += 1;
@@ -210,6 +236,7 @@ impl ReasoningBudget {
     }
 
     fn enter_block(&mut self) {
+        self.opening_so_far = None;
         self.set(BudgetState::Counting);
         if let Some(budget) = self.budget {
             self.left = budget;
@@ -234,17 +261,21 @@ impl ReasoningBudget {
         self.recent.clear();
     }
 
-    /// Append `token` to the recent tokens; whether they now end with `tag`.
-    fn push_matches(&mut self, token: i32, tag: Tag) -> bool {
-        if self.recent.len() == self.window {
-            self.recent.remove(0);
-        }
-        self.recent.push(token);
+    /// Append `piece` to the recent text; whether the text since the last change of state
+    /// now holds `tag` with its end in `piece` (a piece may hold more than the tag).
+    fn push_matches(&mut self, piece: &[u8], tag: Tag) -> bool {
+        self.recent.extend_from_slice(piece);
         let seq = match tag {
-            Tag::Open => &self.open,
-            Tag::Close => &self.close,
+            Tag::Open => &self.open_text,
+            Tag::Close => &self.close_text,
         };
-        self.recent.ends_with(seq)
+        let found = self.recent.windows(seq.len()).any(|w| w == seq.as_slice());
+        // Keep only what a tag's match could still start in.
+        let keep = self.window - 1;
+        if self.recent.len() > keep {
+            self.recent.drain(..self.recent.len() - keep);
+        }
+        found
     }
 }
 
@@ -262,8 +293,38 @@ mod tests {
     const CLOSE: i32 = 101;
     const MSG: i32 = 102;
 
-    fn budget(n: u32, starts_open: bool) -> ReasoningBudget {
+    /// Token `t` reads `<t>`, so a tag of tokens is the text of its pieces.
+    fn piece(t: i32) -> Vec<u8> {
+        format!("<{t}>").into_bytes()
+    }
+
+    fn text(tokens: &[i32]) -> Vec<u8> {
+        tokens.iter().flat_map(|&t| piece(t)).collect()
+    }
+
+    fn make(
+        budget: Option<u32>,
+        open: Vec<i32>,
+        close: Vec<i32>,
+        forced: Vec<i32>,
+        starts_open: bool,
+    ) -> Result<ReasoningBudget, BudgetError> {
+        let open_text = text(&open);
         ReasoningBudget::new(
+            budget,
+            (open, &open_text),
+            &text(&close),
+            forced,
+            starts_open,
+        )
+    }
+
+    fn accept(b: &mut ReasoningBudget, t: i32, at_char_boundary: bool) {
+        b.accept(t, &piece(t), at_char_boundary);
+    }
+
+    fn budget(n: u32, starts_open: bool) -> ReasoningBudget {
+        make(
             Some(n),
             vec![OPEN],
             vec![CLOSE],
@@ -280,7 +341,7 @@ mod tests {
         let mut out = Vec::new();
         for &t in model {
             let pick = b.forced_token().unwrap_or(t);
-            b.accept(pick, true);
+            accept(b, pick, true);
             out.push(pick);
             check_invariants(b);
         }
@@ -288,9 +349,10 @@ mod tests {
     }
 
     fn check_invariants(b: &ReasoningBudget) {
-        assert!(!b.open.is_empty() && !b.close.is_empty() && !b.forced.is_empty());
-        assert!(b.recent.len() <= b.window);
-        assert_eq!(b.window, b.open.len().max(b.close.len()));
+        assert!(!b.open.is_empty() && !b.open_text.is_empty());
+        assert!(!b.close_text.is_empty() && !b.forced.is_empty());
+        assert!(b.recent.len() < b.window);
+        assert_eq!(b.window, b.open_text.len().max(b.close_text.len()));
         if let BudgetState::Forcing { at } = b.state {
             assert!(at < b.forced.len());
         }
@@ -346,25 +408,24 @@ mod tests {
     #[test]
     fn the_close_waits_for_a_whole_character() {
         let mut b = budget(1, true);
-        b.accept(1, false);
+        accept(&mut b, 1, false);
         assert_eq!(b.state(), BudgetState::WaitingForCharacter);
         assert_eq!(b.forced_token(), None);
-        b.accept(2, false);
+        accept(&mut b, 2, false);
         assert_eq!(b.forced_token(), None);
-        b.accept(3, true);
+        accept(&mut b, 3, true);
         assert_eq!(b.forced_token(), Some(MSG));
         assert_eq!(b.counted(), 3);
         // The model may close the block itself while the character completes.
         let mut b = budget(1, true);
-        b.accept(1, false);
-        b.accept(CLOSE, true);
+        accept(&mut b, 1, false);
+        accept(&mut b, CLOSE, true);
         assert_eq!((b.state(), b.closes_forced()), (BudgetState::Done, 0));
     }
 
     #[test]
     fn tags_of_several_tokens_match_only_whole_and_in_their_state() {
-        let mut b =
-            ReasoningBudget::new(Some(2), vec![7, 8], vec![9, 10], vec![9, 10], false).unwrap();
+        let mut b = make(Some(2), vec![7, 8], vec![9, 10], vec![9, 10], false).unwrap();
         // 8 alone, or 7 then something else, opens nothing.
         assert_eq!(run(&mut b, &[8, 7, 1, 7]), [8, 7, 1, 7]);
         assert_eq!(b.state(), BudgetState::Idle);
@@ -374,8 +435,7 @@ mod tests {
         assert_eq!(run(&mut b, &[9, 10, 1]), [9, 10, 1]);
         assert_eq!((b.state(), b.counted()), (BudgetState::Done, 1));
         // A forced close is not taken for an opening, nor does it count.
-        let mut b =
-            ReasoningBudget::new(Some(1), vec![7, 8], vec![9, 10], vec![8, 9, 10], true).unwrap();
+        let mut b = make(Some(1), vec![7, 8], vec![9, 10], vec![8, 9, 10], true).unwrap();
         assert_eq!(run(&mut b, &[7, 0, 0, 0, 5]), [7, 8, 9, 10, 5]);
         assert_eq!((b.state(), b.counted()), (BudgetState::Done, 1));
     }
@@ -383,18 +443,16 @@ mod tests {
     #[test]
     fn a_refused_force_stops_watching_the_block() {
         let mut b = budget(1, true);
-        b.accept(1, true);
+        accept(&mut b, 1, true);
         assert_eq!(b.forced_token(), Some(MSG));
-        b.accept(42, true);
+        accept(&mut b, 42, true);
         assert_eq!((b.state(), b.forced_token()), (BudgetState::Done, None));
     }
 
     #[test]
     fn a_block_ended_now_is_closed_at_the_next_pick_with_or_without_a_budget() {
         for limit in [None, Some(100)] {
-            let mut b =
-                ReasoningBudget::new(limit, vec![OPEN], vec![CLOSE], vec![MSG, CLOSE], true)
-                    .unwrap();
+            let mut b = make(limit, vec![OPEN], vec![CLOSE], vec![MSG, CLOSE], true).unwrap();
             assert_eq!(run(&mut b, &[1, 2]), [1, 2]);
             assert!(b.end_now());
             check_invariants(&b);
@@ -405,7 +463,7 @@ mod tests {
         }
         // Mid-character, the close waits for the character.
         let mut b = budget(100, true);
-        b.accept(1, false);
+        accept(&mut b, 1, false);
         assert!(b.end_now());
         assert_eq!(b.state(), BudgetState::WaitingForCharacter);
     }
@@ -424,32 +482,63 @@ mod tests {
         }
         // Taken while forcing, the close is called off.
         let mut b = budget(1, true);
-        b.accept(1, true);
+        accept(&mut b, 1, true);
         assert_eq!(b.forced_token(), Some(MSG));
         b.count_only();
         check_invariants(&b);
         assert_eq!((b.state(), b.forced_token()), (BudgetState::Counting, None));
     }
 
+    /// A grammar may make a model spell a tag in other pieces than the tokenizer's; a piece
+    /// may hold a tag and more.
+    #[test]
+    fn tags_are_matched_in_the_text_whatever_its_pieces() {
+        let mut b = make(Some(2), vec![7, 8], vec![9], vec![9], false).unwrap();
+        assert!(b.opening_under_way());
+        b.accept(50, b"<7", true);
+        assert!(b.opening_under_way());
+        b.accept(51, b"><", true);
+        check_invariants(&b);
+        assert_eq!(b.state(), BudgetState::Idle);
+        b.accept(52, b"8>x", true);
+        assert_eq!(b.state(), BudgetState::Counting);
+        assert!(!b.opening_under_way());
+        // Closed by a piece that ends with more text.
+        b.accept(53, b"y<9>z", true);
+        assert_eq!((b.state(), b.counted()), (BudgetState::Done, 0));
+        check_invariants(&b);
+        // A reply that starts with anything but the opening's start is past it.
+        let mut b = make(Some(2), vec![7, 8], vec![9], vec![9], false).unwrap();
+        b.accept(50, b"<7><", true);
+        assert!(b.opening_under_way());
+        b.accept(51, b"9>", true);
+        assert!(!b.opening_under_way());
+        b.accept(52, b"<7><8>", true);
+        assert!(!b.opening_under_way());
+        assert_eq!(b.state(), BudgetState::Counting);
+        // A prompt that opened the block leaves nothing to open.
+        assert!(!budget(1, true).opening_under_way());
+    }
+
     #[test]
     fn the_opening_token_is_offered_only_when_it_is_one_token() {
         assert_eq!(budget(1, false).opening_token(), Some(OPEN));
-        let two = ReasoningBudget::new(None, vec![7, 8], vec![9], vec![9], false).unwrap();
+        let two = make(None, vec![7, 8], vec![9], vec![9], false).unwrap();
         assert_eq!(two.opening_token(), None);
     }
 
     #[test]
     fn empty_tags_are_refused() {
-        let e = ReasoningBudget::new(Some(1), vec![], vec![1], vec![1], false).unwrap_err();
+        let e = make(Some(1), vec![], vec![1], vec![1], false).unwrap_err();
         assert_eq!(e, BudgetError::EmptyTag("opening"));
         assert!(e.to_string().contains("opening tag"));
-        assert!(ReasoningBudget::new(None, vec![1], vec![], vec![1], false).is_err());
-        assert!(ReasoningBudget::new(Some(1), vec![1], vec![1], vec![], false).is_err());
+        assert!(make(None, vec![1], vec![], vec![1], false).is_err());
+        assert!(make(Some(1), vec![1], vec![1], vec![], false).is_err());
     }
 
     #[test]
     fn without_a_budget_blocks_are_only_counted() {
-        let mut b = ReasoningBudget::new(None, vec![OPEN], vec![CLOSE], vec![CLOSE], true).unwrap();
+        let mut b = make(None, vec![OPEN], vec![CLOSE], vec![CLOSE], true).unwrap();
         let model = [1, 2, 3, CLOSE, 4, OPEN, 5, 6, CLOSE, 7];
         assert_eq!(run(&mut b, &model), model);
         assert_eq!((b.counted(), b.closes_forced()), (5, 0));

@@ -34,7 +34,7 @@ use epm_sys::proc::{self, Pid};
 use crate::error::EngineError;
 use crate::hook::GoneProbe;
 use crate::prompt_folder::PromptFolder;
-use crate::sampling::{Pick, Sampler, SamplingParams};
+use crate::sampling::{Pick, Picked, Sampler, SamplingParams};
 use crate::session::{PrefillProgress, Prefilled, Session, Step};
 pub use budget::{BudgetError, BudgetState, ReasoningBudget};
 use epm_chat::{OutputParser, Piece};
@@ -100,7 +100,7 @@ pub trait Backend {
     fn logits(&self, index: i32) -> &[f32];
     /// Pick the token for the logits at `index`, and accept it, as `pick` says (a token
     /// forced unless the sampler's grammar refuses it; whether the grammar applies).
-    fn sample(&mut self, sampler: &mut Self::Sampler, index: i32, pick: Pick) -> i32;
+    fn sample(&mut self, sampler: &mut Self::Sampler, index: i32, pick: Pick) -> Picked;
     fn is_eog(&self, token: i32) -> bool;
     /// The bytes of one token's text as output; special tokens' text only when `special`.
     fn piece(&self, token: i32, special: bool, out: &mut Vec<u8>);
@@ -165,7 +165,7 @@ impl Backend for Session<'_> {
     fn logits(&self, index: i32) -> &[f32] {
         Session::logits(self, index)
     }
-    fn sample(&mut self, sampler: &mut Sampler, index: i32, pick: Pick) -> i32 {
+    fn sample(&mut self, sampler: &mut Sampler, index: i32, pick: Pick) -> Picked {
         Session::sample(self, sampler, index, pick)
     }
     fn is_eog(&self, token: i32) -> bool {
@@ -474,6 +474,8 @@ pub struct Generator<'b, B: Backend> {
     counters: Arc<GenerationCounters>,
     clock: u64,
     piece: Vec<u8>,
+    /// A token's text with special tokens', for a reasoning budget when `piece` lacks it.
+    budget_piece: Vec<u8>,
     /// The slot of the latest job started: its tokens go to the stats' `generated_ids`.
     recorded_slot: Option<usize>,
     /// Prompt prefixes put aside on disk ([`Generator::with_prompt_store`]).
@@ -585,6 +587,7 @@ impl<'b, B: Backend> Generator<'b, B> {
             counters,
             clock: 0,
             piece: Vec::new(),
+            budget_piece: Vec::new(),
             recorded_slot: None,
             store: None,
             save_when_idle: None,
@@ -1008,18 +1011,9 @@ impl<'b, B: Backend> Generator<'b, B> {
                 .filter(|_| first_constrained)
                 .and_then(ReasoningBudget::opening_token),
         };
-        let token = self.backend.sample(&mut r.sampler, index, pick);
-        if first_constrained {
-            if pick.free == Some(token) {
-                r.constraint_held = true;
-            } else if let (Some(Constraint::Grammar(_)), Some(b)) =
-                (&r.job.constraint, r.job.reasoning_budget.as_mut())
-            {
-                // The answer under a strict grammar has begun: a later opening would be
-                // the answer's text, and no close may be forced into it.
-                b.count_only();
-            }
-        }
+        let Picked { token, free } = self.backend.sample(&mut r.sampler, index, pick);
+        // Opened outside the grammar: the reasoning is free until the block's close.
+        r.constraint_held |= free;
         if let Some(k) = r.job.logprobs {
             let lp = self.logprob(index, token, k);
             r.job.events.send(Event::Logprob(lp));
@@ -1045,8 +1039,24 @@ impl<'b, B: Backend> Generator<'b, B> {
             .piece(token, r.job.parser.wants_special_tokens(), &mut self.piece);
         let mut text = r.utf8.push(&self.piece);
         if let Some(b) = r.job.reasoning_budget.as_mut() {
-            b.accept(token, r.utf8.at_char_boundary());
+            // The tags are matched in the text, special tokens' included.
+            let piece = if r.job.parser.wants_special_tokens() {
+                &self.piece
+            } else {
+                self.backend.piece(token, true, &mut self.budget_piece);
+                &self.budget_piece
+            };
+            b.accept(token, piece, r.utf8.at_char_boundary());
             r.constraint_held &= b.in_block();
+            // Under a strict grammar, a block is one the reply starts in or opens at once
+            // (as the grammar lets it, or free of it); once outside, the answer has begun,
+            // and a later opening would be its text, into which no close may be forced.
+            if matches!(r.job.constraint, Some(Constraint::Grammar(_)))
+                && !b.in_block()
+                && !b.opening_under_way()
+            {
+                b.count_only();
+            }
         }
         let mut out_of_lines = false;
         if let Some(w) = r.lines.as_mut() {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::sampling::Picked;
 
 /// Token 0 ends a generation; token `t` > 0 reads as `PIECES[t]`.
 const PIECES: [&str; 12] = [
@@ -201,7 +202,7 @@ impl Backend for Fake {
     fn logits(&self, _: i32) -> &[f32] {
         &self.logits
     }
-    fn sample(&mut self, _: &mut (), index: i32, pick: Pick) -> i32 {
+    fn sample(&mut self, _: &mut (), index: i32, pick: Pick) -> Picked {
         self.constrained.push(pick.constrained);
         self.free.push(pick.free);
         let seq = self.batch[index as usize];
@@ -209,7 +210,12 @@ impl Backend for Fake {
         // A forced step takes the place of the script's pick.
         let t = script.get(*at).copied().unwrap_or(EOG);
         *at += 1;
-        pick.forced.unwrap_or(t)
+        let token = pick.forced.unwrap_or(t);
+        // Its grammar (the fake has none) refuses whatever is offered free.
+        Picked {
+            token,
+            free: pick.free == Some(token),
+        }
     }
     fn is_eog(&self, token: i32) -> bool {
         token == EOG
@@ -848,6 +854,22 @@ fn reasoning_is_split_out_of_the_content() {
     assert_eq!((rec.reasoning().as_str(), rec.text().as_str()), ("ab", ""));
 }
 
+/// A budget for blocks between "<think>" (token 9) and "</" (token 7), which forces
+/// `forced`.
+fn think_budget(
+    limit: Option<u32>,
+    forced: Vec<i32>,
+    starts_open: bool,
+) -> Result<ReasoningBudget, crate::generation::BudgetError> {
+    ReasoningBudget::new(
+        limit,
+        (vec![9], PIECES[9].as_bytes()),
+        PIECES[7].as_bytes(),
+        forced,
+        starts_open,
+    )
+}
+
 #[test]
 fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
     let split = || epm_chat::ReasoningSplit {
@@ -861,7 +883,7 @@ fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
     let mut g = generator(&mut fake);
     // Budget 2: after "ab", " " (the message) and "</" (the close) are forced; the model's
     // own picks go on after them.
-    let budget = ReasoningBudget::new(Some(2), vec![9], vec![7], vec![11, 7], false).unwrap();
+    let budget = think_budget(Some(2), vec![11, 7], false).unwrap();
     let (j, rec) = job(&[9], 8, &[]);
     g.submit(
         j.with_parser(OutputParser::new(None, Some(split())))
@@ -881,7 +903,7 @@ fn a_reasoning_budget_forces_the_close_and_the_text_goes_on_after_it() {
     // Without a limit the same script thinks to the end, every token after the opening
     // counted.
     let (j, rec) = job(&[9], 8, &[]);
-    let counter = ReasoningBudget::new(None, vec![9], vec![7], vec![7], false).unwrap();
+    let counter = think_budget(None, vec![7], false).unwrap();
     g.submit(
         j.with_parser(OutputParser::new(None, Some(split())))
             .with_reasoning_budget(Some(counter)),
@@ -904,7 +926,7 @@ fn a_constraint_waits_for_the_close_of_the_block_the_prompt_opened() {
         // "a" "b" "</" "c" "a": the model closes the block itself at the third token.
         let mut fake = Fake::new(1, &[(9, &[1, 2, 7, 5, 1])]);
         let mut g = generator(&mut fake);
-        let b = ReasoningBudget::new(budget, vec![9], vec![7], vec![7], starts_open).unwrap();
+        let b = think_budget(budget, vec![7], starts_open).unwrap();
         let (j, _) = job(&[9], 5, &[]);
         g.submit(j.with_constraint(constraint).with_reasoning_budget(Some(b)));
         g.run_until_idle();
@@ -944,7 +966,7 @@ fn a_constrained_reply_may_open_its_block_at_its_first_pick() {
     let run = |script: &[i32], budget: Option<u32>, constraint: Option<Constraint>| {
         let mut fake = Fake::new(1, &[(9, script)]);
         let mut g = generator(&mut fake);
-        let b = ReasoningBudget::new(budget, vec![9], vec![7], vec![7], false).unwrap();
+        let b = think_budget(budget, vec![7], false).unwrap();
         let (j, _) = job(&[9], script.len() as u32, &[]);
         g.submit(j.with_constraint(constraint).with_reasoning_budget(Some(b)));
         g.run_until_idle();
