@@ -611,6 +611,61 @@ fn a_constraint_changes_tokens_never_logits() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("grammar"));
 }
 
+/// A tool that is not `strict` gets no promise for its arguments (as OpenAI gives none), so
+/// a keyword a grammar cannot hold (`uniqueItems`, common in agents' tool schemas) is left
+/// to the model instead of refusing the whole request: the rest of its schema still holds.
+/// A `strict` tool with it is refused, naming it, on every protocol.
+#[test]
+fn tools_that_are_not_strict_are_constrained_as_far_as_a_grammar_can() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mini(dir.path()), &[]);
+    let params = json!({"type": "object", "properties": {
+        "labels": {"type": "array", "items": {"type": "string", "enum": ["bug", "docs", "ci"]},
+                   "minItems": 1, "maxItems": 3, "uniqueItems": true}},
+        "required": ["labels"], "additionalProperties": false});
+    let tool = |strict: Option<bool>| {
+        let mut f =
+            json!({"name": "label", "description": "Label the issue", "parameters": params});
+        if let Some(s) = strict {
+            f["strict"] = json!(s);
+        }
+        json!({"type": "function", "function": f})
+    };
+    for strict in [None, Some(false)] {
+        for seed in 0..4 {
+            let body = ask(
+                seed,
+                json!({"tools": [tool(strict)], "tool_choice": "required"}),
+            );
+            let r = server.chat(&body);
+            let call = &r["choices"][0]["message"]["tool_calls"][0]["function"];
+            assert_eq!(call["name"], "label", "{r}");
+            let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+            validate(&args, &params, "label").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+        // tool_choice "auto" (the lazy grammar) is served too.
+        let body = ask(0, json!({"tools": [tool(strict)], "max_tokens": 4}));
+        assert!(server.chat(&body)["choices"][0]["finish_reason"].is_string());
+    }
+    let body = ask(0, json!({"tools": [tool(Some(true))], "max_tokens": 4}));
+    let (code, err, _) = server.post("/v1/chat/completions", &body).unwrap_err();
+    assert_eq!(code, 400);
+    let msg = err["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`uniqueItems`") && msg.contains("/labels"),
+        "{msg}"
+    );
+    // Anthropic's tools: `strict` beside the schema.
+    let anthropic = |strict: bool| {
+        json!({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "Label it"}],
+               "tools": [{"name": "label", "input_schema": params, "strict": strict}]})
+    };
+    server.post("/v1/messages", &anthropic(false)).unwrap();
+    let (code, _, _) = server.post("/v1/messages", &anthropic(true)).unwrap_err();
+    assert_eq!(code, 400);
+}
+
 /// gpt-oss end to end: harmony's channels over the OpenAI API. Required and named calls
 /// come back as `tool_calls` parsed from `commentary to=functions.NAME`, streamed and not,
 /// after an analysis the model may write first (as llama.cpp's grammar for gpt-oss lets

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::schema::{literal, Compiler, Grammar, SchemaError};
+use crate::schema::{literal, Compiler, Grammar, SchemaError, SchemaMode};
 
 /// How a family writes tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,9 +98,19 @@ impl ToolFamily {
         let mut c = Compiler::new(&holder);
         let mut alts = Vec::new();
         for (i, t) in tools.iter().enumerate() {
-            let mut sub = Compiler::new(&t.parameters);
+            let mode = if t.strict {
+                SchemaMode::Exact
+            } else {
+                SchemaMode::Superset
+            };
+            let mut sub = Compiler::with_mode(&t.parameters, mode);
             // `$ref`s resolve inside each tool's own parameters.
             let args = sub.expr(&t.parameters, &format!("#/tools/{i}/function/parameters"))?;
+            c.left_out.extend(
+                sub.left_out
+                    .drain(..)
+                    .map(|l| format!("{l} (tool `{}`)", t.name)),
+            );
             let g = sub.finish_rules();
             for (name, body) in g {
                 c.add_rule(&format!("t{i}-{name}"), prefix_refs(&body, i));
@@ -314,6 +324,9 @@ pub struct ToolSpec {
     pub name: String,
     /// The JSON schema of the arguments (`{"type": "object"}` when the tool gave none).
     pub parameters: Value,
+    /// The arguments must be valid against `parameters` (OpenAI's `strict`): the schema is
+    /// compiled [`SchemaMode::Exact`], else [`SchemaMode::Superset`].
+    pub strict: bool,
 }
 
 /// Escape `s` for a regular expression (ECMAScript syntax, as `std::regex` reads it).

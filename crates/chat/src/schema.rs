@@ -5,7 +5,10 @@
 //! and it skips keywords it does not know with a warning, so a client's constraint could
 //! be dropped silently; llguidance's build fetches its sources at build time. Here every
 //! keyword is either honoured exactly or refused with [`SchemaError::Unsupported`] naming
-//! it, which the server turns into a 400.
+//! it, which the server turns into a 400. A tool that is not `strict` (OpenAI makes no
+//! promise for its arguments) is compiled [`SchemaMode::Superset`]: what a grammar cannot
+//! hold is left to the model, so the grammar admits every valid value and some invalid
+//! ones, and an agent's request with one such tool among many is still served.
 //!
 //! What is honoured: `type` (one or several), `properties`, `required`,
 //! `additionalProperties` (absent or `false`: no other keys; `true` or a schema: others
@@ -40,6 +43,8 @@ pub enum SchemaError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grammar {
     pub(crate) rules: BTreeMap<String, String>,
+    /// What a [`SchemaMode::Superset`] compile left to the model: `keyword at path`.
+    pub left_out: Vec<String>,
 }
 
 impl Grammar {
@@ -193,9 +198,23 @@ const PRIMITIVES: &[(&str, &str)] = &[
     ("digit", "[0-9]"),
 ];
 
+/// How a schema's keywords that a grammar cannot hold are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaMode {
+    /// Refused ([`SchemaError::Unsupported`]): every string the grammar admits is valid.
+    Exact,
+    /// Left out: a keyword that only narrows the values (`uniqueItems`, `not`, ...) is
+    /// skipped, and a schema that cannot be written otherwise admits any JSON value. Every
+    /// valid value is still admitted.
+    Superset,
+}
+
 /// Builds rules; each schema node becomes an expression, objects and `$ref`s named rules.
 pub struct Compiler<'s> {
     root: &'s Value,
+    mode: SchemaMode,
+    /// In [`SchemaMode::Superset`], what was left out: `keyword at path`.
+    pub left_out: Vec<String>,
     /// The rules made so far (primitives are added by [`Compiler::finish`]).
     pub(crate) rules: BTreeMap<String, String>,
 }
@@ -211,8 +230,14 @@ pub fn compile_schema(schema: &Value) -> Result<Grammar, SchemaError> {
 impl<'s> Compiler<'s> {
     /// A compiler whose `$ref`s resolve against `root`.
     pub fn new(root: &'s Value) -> Compiler<'s> {
+        Compiler::with_mode(root, SchemaMode::Exact)
+    }
+
+    pub fn with_mode(root: &'s Value, mode: SchemaMode) -> Compiler<'s> {
         Compiler {
             root,
+            mode,
+            left_out: Vec::new(),
             rules: BTreeMap::new(),
         }
     }
@@ -236,7 +261,10 @@ impl<'s> Compiler<'s> {
                 .entry(name.to_string())
                 .or_insert_with(|| body.to_string());
         }
-        Grammar { rules: self.rules }
+        Grammar {
+            rules: self.rules,
+            left_out: self.left_out,
+        }
     }
 
     /// A rule name not yet taken, from `hint`.
@@ -258,8 +286,23 @@ impl<'s> Compiler<'s> {
             .unwrap_or(base)
     }
 
-    /// The GBNF expression for values valid against `schema`, at JSON-pointer `path`.
+    /// The GBNF expression for values valid against `schema`, at JSON-pointer `path` (in
+    /// [`SchemaMode::Superset`], for every valid value and maybe more).
     pub fn expr(&mut self, schema: &Value, path: &str) -> Result<String, SchemaError> {
+        match self.exact_expr(schema, path) {
+            Err(SchemaError::Unsupported { keyword, .. }) if self.mode == SchemaMode::Superset => {
+                self.left_out.push(format!("`{keyword}` at `{path}`"));
+                Ok("value".into())
+            }
+            Err(SchemaError::Pattern { .. }) if self.mode == SchemaMode::Superset => {
+                self.left_out.push(format!("`pattern` at `{path}`"));
+                Ok("value".into())
+            }
+            r => r,
+        }
+    }
+
+    fn exact_expr(&mut self, schema: &Value, path: &str) -> Result<String, SchemaError> {
         let obj = match schema {
             Value::Bool(true) => return Ok("value".into()),
             Value::Bool(false) => {
@@ -270,6 +313,11 @@ impl<'s> Compiler<'s> {
         };
         for keyword in UNSUPPORTED {
             if obj.contains_key(keyword.0) {
+                if self.mode == SchemaMode::Superset && keyword.0 != "patternProperties" {
+                    // It only narrows the values: skipped, the rest of the schema holds.
+                    self.left_out.push(format!("`{}` at `{path}`", keyword.0));
+                    continue;
+                }
                 return Err(SchemaError::Unsupported {
                     path: path.to_string(),
                     keyword: keyword.0.to_string(),
@@ -540,7 +588,9 @@ impl<'s> Compiler<'s> {
     }
 }
 
-/// Keywords refused, with what to do instead.
+/// Keywords refused, with what to do instead. Each but `patternProperties` (which admits
+/// keys that `additionalProperties: false` would not) only narrows the values a schema
+/// admits.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("patternProperties", "list the keys in `properties`"),
     ("not", "express the schema without negation"),

@@ -151,10 +151,12 @@ fn tool_call_grammars_name_each_tool_and_keep_their_rules_apart() {
         ToolSpec {
             name: "alpha".into(),
             parameters: obj("a"),
+            strict: true,
         },
         ToolSpec {
             name: "beta".into(),
             parameters: obj("b"),
+            strict: true,
         },
     ];
     let g = ToolFamily::Hermes
@@ -407,5 +409,65 @@ fn a_harmony_answer_comes_in_the_final_channel_after_an_optional_analysis() {
     assert!(
         call.starts_with("root ::= harmony-analysis? \"<|channel|>commentary to=functions.\" call"),
         "{call}"
+    );
+}
+
+/// A tool that is not strict is compiled to a superset: a keyword that only narrows is
+/// skipped (the rest of its schema holds), a schema that cannot be written admits any
+/// value, and both are named; compiled exact, each is refused.
+#[test]
+fn a_superset_compile_leaves_out_what_a_grammar_cannot_hold_and_names_it() {
+    use crate::schema::{Compiler, SchemaMode};
+    let superset = |schema: &Value| {
+        let mut c = Compiler::with_mode(schema, SchemaMode::Superset);
+        let root = c.expr(schema, "#").unwrap();
+        c.add_rule("root", root);
+        c.finish()
+    };
+    let tags = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
+    let mut plain = tags.clone();
+    plain.as_object_mut().unwrap().remove("uniqueItems");
+    let g = superset(&tags);
+    assert_eq!(g.text(), compile_schema(&plain).unwrap().text());
+    assert_eq!(g.left_out, ["`uniqueItems` at `#`"]);
+    assert!(compile_schema(&tags).is_err());
+
+    let schema = json!({"type": "object", "properties": {
+        "tags": tags,
+        "meta": {"type": "object", "patternProperties": {"^x-": {"type": "string"}}},
+        "zip": {"type": "string", "pattern": "^(?i)[0-9]{5}$"},
+        "n": {"type": "integer", "not": {"const": 3}}},
+        "required": ["tags", "meta", "zip", "n"], "additionalProperties": false});
+    let g = superset(&schema);
+    assert_eq!(
+        g.left_out,
+        [
+            "`uniqueItems` at `#/properties/tags`",
+            "`patternProperties` at `#/properties/meta`",
+            "`pattern` at `#/properties/zip`",
+            "`not` at `#/properties/n`"
+        ]
+    );
+    let text = g.text();
+    // The object's keys hold; what could not be written admits any value.
+    assert!(
+        text.contains("\"\\\"meta\\\"\" space \":\" space value"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"\\\"zip\\\"\" space \":\" space value"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\"\\\"n\\\"\" space \":\" space value"),
+        "{text}"
+    );
+    let e = compile_schema(&schema).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SchemaError::Unsupported { .. } | SchemaError::Pattern { .. }
+        ),
+        "{e}"
     );
 }

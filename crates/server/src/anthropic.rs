@@ -235,17 +235,22 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
     Ok(out)
 }
 
-/// Anthropic tools (`name`, `description`, `input_schema`) as the template's OpenAI tools.
+/// Anthropic tools (`name`, `description`, `input_schema`, `strict`) as the template's
+/// OpenAI tools.
 fn openai_tools(tools: &[Value]) -> Value {
     Value::Array(
         tools
             .iter()
             .map(|t| {
-                json!({"type": "function", "function": {
+                let mut f = json!({
                     "name": t.get("name").cloned().unwrap_or(Value::Null),
                     "description": t.get("description").cloned().unwrap_or(json!("")),
                     "parameters": t.get("input_schema").cloned().unwrap_or(json!({"type": "object"})),
-                }})
+                });
+                if let Some(strict) = t.get("strict") {
+                    f["strict"] = strict.clone();
+                }
+                json!({"type": "function", "function": f})
             })
             .collect(),
     )

@@ -234,6 +234,8 @@ pub fn openai_tools(tools: &Value) -> Result<Vec<ToolSpec>, ApiError> {
             Ok(ToolSpec {
                 name: name.to_string(),
                 parameters,
+                // OpenAI's `strict`: without it, no promise is made for the arguments.
+                strict: f.get("strict").and_then(Value::as_bool).unwrap_or(false),
             })
         })
         .collect()
@@ -285,7 +287,15 @@ impl OutputAsk {
         };
         let call_grammar = |f: ToolFamily| {
             f.call_grammar(&tools, self.parallel_tool_calls, start)
-                .map(|g| g.text())
+                .map(|g| {
+                    if !g.left_out.is_empty() {
+                        tracing::info!(
+                            "tool arguments are constrained without what a grammar cannot hold (the tools are not strict): {}",
+                            g.left_out.join(", ")
+                        );
+                    }
+                    g.text()
+                })
                 .map_err(|e| ApiError::bad_request(format!("cannot constrain the tool call: {e}")))
         };
         let constraint = if let Some(g) = &self.grammar {

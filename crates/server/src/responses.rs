@@ -275,9 +275,15 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
         .map(|(i, t)| {
             let description = t.get("description").cloned().unwrap_or(json!(""));
             match t.get("type").and_then(Value::as_str) {
-                Some("function") => Ok(json!({"type": "function", "function": {
-                    "name": t.get("name"), "description": description,
-                    "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"}))}})),
+                Some("function") => {
+                    let mut f = json!({"name": t.get("name"), "description": description,
+                        "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"}))});
+                    // As a chat client's function carries it.
+                    if let Some(strict) = t.get("strict") {
+                        f["strict"] = strict.clone();
+                    }
+                    Ok(json!({"type": "function", "function": f}))
+                }
                 Some("custom") => match t.pointer("/format/type").and_then(Value::as_str) {
                     None | Some("text") => Ok(json!({"type": "function", "function": {
                         "name": t.get("name"), "description": description,
