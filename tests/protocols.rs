@@ -235,6 +235,11 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
         ),
         (
             "/v1/responses",
+            r#"{"input": "x", "tools": [{"type": "custom"}]}"#,
+            "`tools[0].name` is missing",
+        ),
+        (
+            "/v1/responses",
             r#"{"input": "x", "tools": [{"type": "web_search"}]}"#,
             "`tools[0].type` is `web_search`: this server runs no hosted tools",
         ),

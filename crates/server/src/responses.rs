@@ -274,7 +274,11 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
         .enumerate()
         .map(|(i, t)| {
             let description = t.get("description").cloned().unwrap_or(json!(""));
-            match t.get("type").and_then(Value::as_str) {
+            let kind = t.get("type").and_then(Value::as_str);
+            if matches!(kind, Some("function" | "custom")) && !t.get("name").is_some_and(Value::is_string) {
+                return Err(ApiError::bad_request(format!("`tools[{i}].name` is missing")));
+            }
+            match kind {
                 Some("function") => {
                     let mut f = json!({"name": t.get("name"), "description": description,
                         "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"}))});
