@@ -719,6 +719,14 @@ fn harmony_tool_calls_and_channels_on_gpt_oss_mini() {
         (1..10).contains(&reasoned),
         "{reasoned} of 10 seeds reasoned first"
     );
+    // Ollama clients (Zed, Open WebUI) offer `think` where the model says it reasons.
+    let show = server.post("/api/show", &json!({"model": "m"})).unwrap();
+    for c in ["tools", "thinking"] {
+        assert!(
+            show["capabilities"].as_array().unwrap().contains(&json!(c)),
+            "{show}"
+        );
+    }
     let named = ask(
         2,
         json!({"tools": tools, "tool_choice": {"type": "function", "function": {"name": "get_time"}}}),

@@ -578,7 +578,9 @@ async fn show(
     if loaded.chat.tool_family().is_some() {
         capabilities.push("tools");
     }
-    if loaded.chat.source().is_some_and(|s| s.contains("</think>")) {
+    // A template that writes reasoning blocks: `<think>`, or harmony's analysis (gpt-oss,
+    // whose `think` takes low, medium and high).
+    if loaded.chat.reasoning_tags("").is_some() {
         capabilities.push("thinking");
     }
     // Ollama's name for fill-in-the-middle (`suffix`).
