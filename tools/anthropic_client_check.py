@@ -3,7 +3,8 @@
 install anthropic): messages.create and messages.stream with text, tool use with
 tool_choice {"type": "any"} (the input validated against the tool's schema with
 jsonschema), count_tokens, prompt-cache reuse in usage, and the SDK's own error types for a
-bad request and a wrong key. The current SDK takes no temperature/top_p/top_k arguments,
+bad request and a wrong key; structured outputs (messages.parse with a pydantic model,
+streamed and not). The current SDK takes no temperature/top_p/top_k arguments,
 so they go through extra_body. Then `thinking` with a `budget_tokens`, on a second server
 whose template opens the reasoning block as Qwen3.5's does: the thinking block is the
 unbudgeted reply's first tokens, and a text block follows. Starts the servers on free
@@ -13,8 +14,11 @@ loopback ports; the record goes to --out.
 """
 import argparse, os, platform, signal, subprocess, sys, tempfile
 
+from typing import Literal
+
 import anthropic
 import jsonschema
+import pydantic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from epmlib import start_server, write_report  # noqa: E402
@@ -23,6 +27,14 @@ WEATHER = {"name": "get_weather", "description": "Weather in a city", "input_sch
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
     "required": ["city", "unit"]}}
+
+
+class Unit(pydantic.BaseModel):
+    """A structured output: what parse() holds the answer to."""
+    unit: Literal["celsius", "fahrenheit"]
+    precise: bool
+
+
 TIME = {"name": "get_time", "description": "Time in a zone", "input_schema": {
     "type": "object", "properties": {"offset": {"type": "integer", "minimum": -12, "maximum": 14}},
     "required": ["offset"]}}
@@ -122,6 +134,23 @@ def main():
         checks["tool_result"] = {"usage_first": r1.usage.model_dump(), "usage_second": r2.usage.model_dump()}
         n = client.messages.count_tokens(model="any", messages=follow, tools=[WEATHER])
         checks["count_tokens"] = n.input_tokens
+        # Structured outputs: the SDK's parse() with a pydantic model (output_config.format),
+        # streamed and not; a schema a grammar cannot hold is a 400 that names the keyword.
+        ask = [{"role": "user", "content": "Which unit?"}]
+        parsed = client.messages.parse(model="any", max_tokens=64, messages=ask, output_format=Unit)
+        with client.messages.stream(model="any", max_tokens=64, messages=ask, output_format=Unit,
+                                    extra_body=greedy) as s:
+            for _ in s:
+                pass
+            streamed = s.get_final_message().parsed_output
+        try:
+            client.messages.create(model="any", max_tokens=4, messages=ask, output_config={
+                "format": {"type": "json_schema", "schema": {"type": "array", "uniqueItems": True}}})
+            refused = "no error"
+        except anthropic.BadRequestError as e:
+            refused = e.body["error"]["message"]
+        checks["structured_output"] = {"parsed": parsed.parsed_output.model_dump(), "stop_reason": parsed.stop_reason,
+                                       "streamed": streamed.model_dump(), "refused": refused}
         try:
             client.messages.create(model="any", max_tokens=16, messages=[{"role": "wizard", "content": "x"}])
             checks["bad_request"] = "no error"
@@ -147,6 +176,8 @@ def main():
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
           and checks["thinking_budget"]["passed"]
+          and checks["structured_output"]["stop_reason"] == "end_turn"
+          and "`uniqueItems`" in checks["structured_output"]["refused"]
           and code == 0 and think_code == 0)
     report = {"what": "epm-run serve /v1/messages driven by the official anthropic Python SDK",
               "command": "python3 tools/anthropic_client_check.py " + " ".join(sys.argv[1:]),

@@ -2,7 +2,9 @@
 //! Messages with text, `tool_use`, `tool_result` and `thinking` blocks become the chat
 //! template's messages; the core's events become a `message` or the named SSE events
 //! (`message_start`, `content_block_*`, `message_delta`, `message_stop`); errors are
-//! Anthropic error objects.
+//! Anthropic error objects. Structured outputs: `output_config.format` (a JSON schema the
+//! text answer is held to, as `response_format` holds a chat's) and strict tools;
+//! `output_config.effort` reaches the template as `reasoning_effort`.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -26,7 +28,9 @@ use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{
     self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
 };
-use crate::output::{self, BudgetAsk, BudgetTokens, OutputAsk, ReasoningFormat, ToolChoice};
+use crate::output::{
+    self, BudgetAsk, BudgetTokens, Format, OutputAsk, ReasoningEffort, ReasoningFormat, ToolChoice,
+};
 use crate::state::AppState;
 
 /// An error in Anthropic's shape: `{"type": "error", "error": {"type", "message"}}`.
@@ -142,6 +146,47 @@ struct MessagesRequest {
     #[serde(default)]
     stream: bool,
     thinking: Option<Thinking>,
+    /// Structured outputs and effort (`{"format": {"type": "json_schema", "schema"},
+    /// "effort"}`).
+    output_config: Option<OutputConfig>,
+    /// The structured-outputs beta's name for `output_config.format`.
+    output_format: Option<OutputFormat>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct OutputConfig {
+    format: Option<OutputFormat>,
+    effort: Option<Effort>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutputFormat {
+    JsonSchema { schema: Value },
+}
+
+/// `output_config.effort`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Effort {
+    Low,
+    Medium,
+    High,
+    Xhigh,
+    Max,
+}
+
+impl Effort {
+    /// As the template's `reasoning_effort` (gpt-oss's harmony reads low, medium and high);
+    /// `max` is the highest level OpenAI names.
+    fn reasoning_effort(self) -> ReasoningEffort {
+        match self {
+            Effort::Low => ReasoningEffort::Low,
+            Effort::Medium => ReasoningEffort::Medium,
+            Effort::High => ReasoningEffort::High,
+            Effort::Xhigh | Effort::Max => ReasoningEffort::Xhigh,
+        }
+    }
 }
 
 fn block_text(b: &Value) -> String {
@@ -317,6 +362,15 @@ fn prepared(
         },
         tool_choice: choice,
         parallel_tool_calls: parallel,
+        format: match req
+            .output_config
+            .as_ref()
+            .and_then(|c| c.format.as_ref())
+            .or(req.output_format.as_ref())
+        {
+            Some(OutputFormat::JsonSchema { schema }) => Format::JsonSchema(schema.clone()),
+            None => Format::Text,
+        },
         reasoning: ReasoningFormat::DeepSeek,
         budget: BudgetAsk {
             tokens: budget,
@@ -340,10 +394,15 @@ fn prepared(
 /// `enable_thinking`; with the reasoning budget `thinking` asks.
 fn chat_input(req: &MessagesRequest) -> std::result::Result<(ChatInput, BudgetTokens), ApiError> {
     let (kwargs, budget) = thinking(req.thinking.as_ref())?;
+    let effort = req.output_config.as_ref().and_then(|c| c.effort);
+    let kwargs = ReasoningEffort::template_kwargs(
+        effort.map(Effort::reasoning_effort),
+        Some(&kwargs).filter(|k| !k.is_empty()),
+    );
     let chat = ChatInput {
         messages: template_messages(req)?,
         tools: req.tools.as_deref().map(openai_tools),
-        kwargs: (!kwargs.is_empty()).then_some(kwargs),
+        kwargs,
     };
     Ok((chat, budget))
 }
