@@ -611,6 +611,48 @@ fn a_constraint_changes_tokens_never_logits() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("grammar"));
 }
 
+/// A JSON format with tools (an agent that returns a structured result and uses tools on
+/// the way, as the OpenAI Agents SDK asks with an `output_type`): each reply is either a
+/// valid call or the schema's JSON, and both happen.
+#[test]
+fn a_format_with_tools_answers_in_the_format_or_calls_a_tool() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mini(dir.path()), &[]);
+    let tools = vec![weather_tool(), time_tool()];
+    let schema = json!({"type": "object", "properties": {"unit": {"enum": ["c", "f"]}},
+                        "required": ["unit"], "additionalProperties": false});
+    let (mut calls, mut answers) = (0, 0);
+    for seed in 0..10 {
+        let body = ask(
+            seed,
+            json!({"tools": tools, "max_tokens": 200, "response_format": {"type": "json_schema",
+                   "json_schema": {"name": "u", "schema": schema}}}),
+        );
+        let r = server.chat(&body);
+        let choice = &r["choices"][0];
+        match choice["message"]["tool_calls"][0]["function"].as_object() {
+            Some(call) => {
+                assert_eq!(choice["finish_reason"], "tool_calls", "seed {seed}: {r}");
+                let name = call["name"].as_str().unwrap();
+                let args: Value =
+                    serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+                validate(&args, &tool_schema(&tools, name), name)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                calls += 1;
+            }
+            None => {
+                let content = choice["message"]["content"].as_str().unwrap();
+                let answer: Value = serde_json::from_str(content)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {content:?}: {e}"));
+                validate(&answer, &schema, "answer").unwrap();
+                answers += 1;
+            }
+        }
+    }
+    assert!(calls > 0 && answers > 0, "{calls} calls, {answers} answers");
+}
+
 /// A tool that is not `strict` gets no promise for its arguments (as OpenAI gives none), so
 /// a keyword a grammar cannot hold (`uniqueItems`, common in agents' tool schemas) is left
 /// to the model instead of refusing the whole request: the rest of its schema still holds.

@@ -63,6 +63,30 @@ impl Grammar {
     }
 }
 
+impl Grammar {
+    /// The grammar of a reply that is either this grammar's or `other`'s (a JSON answer,
+    /// or a tool call). The two keep their rules; a rule both have must be the same rule
+    /// (the primitives, harmony's lead), as the compilers name theirs apart (`s-`, `ref-`,
+    /// a tool's `t<i>-`).
+    pub fn either(mut self, other: Grammar) -> Grammar {
+        let a = self.rules.remove("root").unwrap_or_default();
+        let mut other = other;
+        let b = other.rules.remove("root").unwrap_or_default();
+        for (name, body) in other.rules {
+            match self.rules.get(&name) {
+                Some(mine) => debug_assert_eq!(mine, &body, "two rules named {name}"),
+                None => {
+                    self.rules.insert(name, body);
+                }
+            }
+        }
+        self.rules
+            .insert("root".into(), format!("( {a} ) | ( {b} )"));
+        self.left_out.extend(other.left_out);
+        self
+    }
+}
+
 /// A GBNF string literal for `s`.
 pub fn literal(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

@@ -471,3 +471,37 @@ fn a_superset_compile_leaves_out_what_a_grammar_cannot_hold_and_names_it() {
         "{e}"
     );
 }
+
+#[test]
+fn either_grammar_keeps_both_roots_and_their_rules() {
+    use crate::family::{ReplyStart, ToolFamily, ToolSpec};
+    let answer = compile_schema(
+        &json!({"type": "object", "properties": {"u": {"enum": ["c", "f"]}}, "required": ["u"]}),
+    )
+    .unwrap();
+    let tools = [ToolSpec {
+        name: "f".into(),
+        parameters: json!({"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}),
+        strict: true,
+    }];
+    let call = ToolFamily::Hermes
+        .call_grammar(&tools, false, ReplyStart::Fresh)
+        .unwrap();
+    let (a, c) = (answer.text(), call.text());
+    let root = |g: &str| {
+        g.lines()
+            .next()
+            .unwrap()
+            .trim_start_matches("root ::= ")
+            .to_string()
+    };
+    let both = answer.either(call).text();
+    assert_eq!(
+        both.lines().next().unwrap(),
+        format!("root ::= ( {} ) | ( {} )", root(&a), root(&c))
+    );
+    // Every other rule of each is there, once.
+    for l in a.lines().skip(1).chain(c.lines().skip(1)) {
+        assert_eq!(both.lines().filter(|b| *b == l).count(), 1, "{l}\n{both}");
+    }
+}

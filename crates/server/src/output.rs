@@ -287,14 +287,13 @@ impl OutputAsk {
         };
         let call_grammar = |f: ToolFamily| {
             f.call_grammar(&tools, self.parallel_tool_calls, start)
-                .map(|g| {
+                .inspect(|g| {
                     if !g.left_out.is_empty() {
                         tracing::info!(
                             "tool arguments are constrained without what a grammar cannot hold (the tools are not strict): {}",
                             g.left_out.join(", ")
                         );
                     }
-                    g.text()
                 })
                 .map_err(|e| ApiError::bad_request(format!("cannot constrain the tool call: {e}")))
         };
@@ -308,12 +307,18 @@ impl OutputAsk {
                 Some(f) if prompt.is_some() => f.answer_grammar(g, start),
                 _ => g,
             };
+            // With tools the model may call one instead of answering (an agent with a
+            // structured result still uses its tools).
+            let g = match family {
+                Some(f) if tools_on => g.either(call_grammar(f)?),
+                _ => g,
+            };
             Some(Constraint::Grammar(g.text()))
         } else if tools_on {
             match (family, constrained_call) {
-                (Some(f), true) => Some(Constraint::Grammar(call_grammar(f)?)),
+                (Some(f), true) => Some(Constraint::Grammar(call_grammar(f)?.text())),
                 (Some(f), false) => Some(Constraint::Lazy {
-                    grammar: call_grammar(f)?,
+                    grammar: call_grammar(f)?.text(),
                     triggers: vec![f.trigger_pattern()],
                 }),
                 (None, true) => {
