@@ -228,8 +228,8 @@ pub enum SchemaMode {
     /// Refused ([`SchemaError::Unsupported`]): every string the grammar admits is valid.
     Exact,
     /// Left out: a keyword that only narrows the values (`uniqueItems`, `not`, ...) is
-    /// skipped, and a schema that cannot be written otherwise admits any JSON value. Every
-    /// valid value is still admitted.
+    /// skipped, and a schema that cannot be written otherwise admits any JSON value of its
+    /// `type` (any value without one). Every valid value is still admitted.
     Superset,
 }
 
@@ -313,17 +313,28 @@ impl<'s> Compiler<'s> {
     /// The GBNF expression for values valid against `schema`, at JSON-pointer `path` (in
     /// [`SchemaMode::Superset`], for every valid value and maybe more).
     pub fn expr(&mut self, schema: &Value, path: &str) -> Result<String, SchemaError> {
-        match self.exact_expr(schema, path) {
+        let keyword = match self.exact_expr(schema, path) {
             Err(SchemaError::Unsupported { keyword, .. }) if self.mode == SchemaMode::Superset => {
-                self.left_out.push(format!("`{keyword}` at `{path}`"));
-                Ok("value".into())
+                keyword
             }
             Err(SchemaError::Pattern { .. }) if self.mode == SchemaMode::Superset => {
-                self.left_out.push(format!("`pattern` at `{path}`"));
-                Ok("value".into())
+                "pattern".into()
             }
-            r => r,
-        }
+            r => return r,
+        };
+        self.left_out.push(format!("`{keyword}` at `{path}`"));
+        // Any value of the schema's one type (a tool's arguments stay an object), else any.
+        let any = schema
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| {
+                [
+                    "object", "array", "string", "number", "integer", "boolean", "null",
+                ]
+                .contains(t)
+            })
+            .unwrap_or("value");
+        Ok(any.into())
     }
 
     fn exact_expr(&mut self, schema: &Value, path: &str) -> Result<String, SchemaError> {
