@@ -651,6 +651,14 @@ fn a_format_with_tools_answers_in_the_format_or_calls_a_tool() {
         }
     }
     assert!(calls > 0 && answers > 0, "{calls} calls, {answers} answers");
+    // A required call is the reply; the format is for the answer after the calls.
+    let body = ask(
+        9,
+        json!({"tools": tools, "tool_choice": "required", "max_tokens": 200,
+               "response_format": {"type": "json_schema", "json_schema": {"name": "u", "schema": schema}}}),
+    );
+    let r = server.chat(&body);
+    assert_eq!(r["choices"][0]["finish_reason"], "tool_calls", "{r}");
 }
 
 /// A tool that is not `strict` gets no promise for its arguments (as OpenAI gives none), so

@@ -262,11 +262,9 @@ impl OutputAsk {
                 "`grammar` cannot be combined with a JSON format or a required tool call: send one constraint",
             ));
         }
-        if format.is_some() && constrained_call {
-            return Err(ApiError::bad_request(
-                "a JSON `response_format` cannot be combined with a required tool call: the reply is either a call or the JSON",
-            ));
-        }
+        // A required call is this reply; a JSON format is for the answer after the calls (as
+        // OpenAI takes both, and agents send both).
+        let format = format.filter(|_| !constrained_call);
         let tools: Vec<ToolSpec> = match &self.tool_choice {
             ToolChoice::Function(name) => {
                 let t = self.tools.iter().find(|t| &t.name == name).ok_or_else(|| {
