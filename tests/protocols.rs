@@ -250,6 +250,18 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             "a custom tool's input can only be free text",
         ),
         (
+            "/v1/messages",
+            r#"{"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "web_search_20250305", "name": "web_search"}]}"#,
+            "`tools[0].type` is `web_search_20250305`: this server runs no server tools",
+        ),
+        (
+            "/v1/messages",
+            r#"{"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"input_schema": {"type": "object"}}]}"#,
+            "`tools[0].name` is missing",
+        ),
+        (
             "/completion",
             r#"{"prompt": [999999999]}"#,
             "outside the vocabulary",

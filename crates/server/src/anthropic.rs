@@ -280,25 +280,78 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
     Ok(out)
 }
 
-/// Anthropic tools (`name`, `description`, `input_schema`, `strict`) as the template's
-/// OpenAI tools.
-fn openai_tools(tools: &[Value]) -> Value {
-    Value::Array(
-        tools
-            .iter()
-            .map(|t| {
-                let mut f = json!({
-                    "name": t.get("name").cloned().unwrap_or(Value::Null),
+/// Anthropic tools as the template's OpenAI tools: a custom tool (`name`, `description`,
+/// `input_schema`, `strict`) as it is; Anthropic's client tools that a client declares by
+/// `type` alone (`bash_*`, `text_editor_*`: the client runs them, Claude knows their
+/// schemas) with the input schema their documentation gives, since no other model knows
+/// it; a server tool (`web_search_*`, `code_execution_*`, ...) is refused by name: nothing
+/// here runs it.
+fn openai_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`tools[{i}].name` is missing: every tool needs a name"
+                ))
+            })?;
+            let kind = t.get("type").and_then(Value::as_str).unwrap_or("custom");
+            let mut f = if kind == "custom" {
+                json!({
+                    "name": name,
                     "description": t.get("description").cloned().unwrap_or(json!("")),
                     "parameters": t.get("input_schema").cloned().unwrap_or(json!({"type": "object"})),
-                });
-                if let Some(strict) = t.get("strict") {
-                    f["strict"] = strict.clone();
-                }
-                json!({"type": "function", "function": f})
-            })
-            .collect(),
-    )
+                })
+            } else if let Some((description, parameters)) = client_tool(kind) {
+                json!({"name": name, "description": description, "parameters": parameters})
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "`tools[{i}].type` is `{kind}`: this server runs no server tools and knows no schema for it; declare a custom tool (`name`, `description`, `input_schema`)"
+                )));
+            };
+            if let Some(strict) = t.get("strict") {
+                f["strict"] = strict.clone();
+            }
+            Ok(json!({"type": "function", "function": f}))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map(Value::Array)
+}
+
+/// The description and input schema of an Anthropic client tool declared by its `type`
+/// (versioned: `bash_20250124`, `text_editor_20250728`), as Anthropic documents them.
+fn client_tool(kind: &str) -> Option<(&'static str, Value)> {
+    let (family, version) = kind.rsplit_once('_')?;
+    match family {
+        "bash" => Some((
+            "Run a command in a persistent bash shell; `restart` starts a new shell.",
+            json!({"type": "object", "properties": {
+                "command": {"type": "string", "description": "The bash command to run"},
+                "restart": {"type": "boolean", "description": "Restart the shell instead"}},
+                "additionalProperties": false}),
+        )),
+        "text_editor" => {
+            // The 2025-07-28 version dropped `undo_edit`.
+            let mut commands = vec!["view", "create", "str_replace", "insert"];
+            if version < "20250728" {
+                commands.push("undo_edit");
+            }
+            Some((
+                "View, create and edit text files: `view` a file (lines numbered; `view_range` [first, last], -1 for the end) or a directory, `create` a file with `file_text`, `str_replace` the one occurrence of `old_str` with `new_str`, `insert` `new_str` after line `insert_line` (0: at the top).",
+                json!({"type": "object", "properties": {
+                    "command": {"type": "string", "enum": commands},
+                    "path": {"type": "string", "description": "Absolute path of a file or directory"},
+                    "file_text": {"type": "string"},
+                    "old_str": {"type": "string"},
+                    "new_str": {"type": "string"},
+                    "insert_line": {"type": "integer"},
+                    "view_range": {"type": "array", "items": {"type": "integer"}}},
+                    "required": ["command", "path"], "additionalProperties": false}),
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// What `thinking` asks: the template's `enable_thinking`, and the reasoning budget.
@@ -401,7 +454,7 @@ fn chat_input(req: &MessagesRequest) -> std::result::Result<(ChatInput, BudgetTo
     );
     let chat = ChatInput {
         messages: template_messages(req)?,
-        tools: req.tools.as_deref().map(openai_tools),
+        tools: req.tools.as_deref().map(openai_tools).transpose()?,
         kwargs,
     };
     Ok((chat, budget))

@@ -33,7 +33,7 @@ pub fn routes() -> Router<Arc<AppState>> {
 pub async fn not_found(uri: axum::http::Uri) -> Response {
     crate::protocol::Protocol::of(uri.path()).error(ApiError::new(
         ErrorKind::NotFound,
-        format!("no such endpoint: {}. The README lists the endpoints by protocol: /v1/chat/completions, /v1/completions, /v1/models, /v1/messages, /api/chat, /api/generate, /api/tags, /completion, /tokenize, /props, /health, /metrics, and the page at /", uri.path()),
+        format!("no such endpoint: {}. The README lists the endpoints by protocol: /v1/chat/completions, /v1/completions, /v1/responses, /v1/models, /v1/messages, /api/chat, /api/generate, /api/tags, /api/show, /completion, /infill, /tokenize, /props, /slots, /health, /metrics, /stats, and the page at /", uri.path()),
     ))
 }
 
