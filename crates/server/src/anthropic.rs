@@ -670,3 +670,29 @@ impl crate::sse::Encoder for StreamState {
         self.finished
     }
 }
+
+#[cfg(test)]
+mod client_tool_tests {
+    use super::client_tool;
+
+    #[test]
+    fn client_tools_are_known_by_family_and_their_commands_by_version() {
+        let commands =
+            |kind: &str| client_tool(kind).unwrap().1["properties"]["command"]["enum"].clone();
+        assert!(commands("text_editor_20250124")
+            .to_string()
+            .contains("undo_edit"));
+        assert!(!commands("text_editor_20250728")
+            .to_string()
+            .contains("undo_edit"));
+        assert!(client_tool("bash_20250124").is_some());
+        for server_side in [
+            "web_search_20250305",
+            "code_execution_20250825",
+            "custom",
+            "bash",
+        ] {
+            assert!(client_tool(server_side).is_none(), "{server_side}");
+        }
+    }
+}
