@@ -240,14 +240,20 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
         ),
         (
             "/v1/responses",
-            r#"{"input": "x", "tools": [{"type": "web_search"}]}"#,
-            "`tools[0].type` is `web_search`: this server runs no hosted tools",
+            r#"{"input": "x", "tools": [{"type": "web_search"}, {"type": "local_shell"}]}"#,
+            "`tools[1].type` is `local_shell`: give function or custom tools",
         ),
         (
             "/v1/responses",
             r#"{"input": "x", "tools": [{"type": "custom", "name": "p",
-                "format": {"type": "grammar", "syntax": "lark", "definition": "start: /a/"}}]}"#,
-            "a custom tool's input can only be free text",
+                "format": {"type": "grammar", "syntax": "ebnf", "definition": "start: /a/"}}]}"#,
+            "`tools[0].format.syntax` is `ebnf`: use `lark` or `regex`",
+        ),
+        (
+            "/v1/responses",
+            r#"{"input": "x", "tools": [{"type": "custom", "name": "p",
+                "format": {"type": "grammar", "syntax": "lark"}}]}"#,
+            "`tools[0].format.definition` is missing",
         ),
         (
             "/v1/messages",

@@ -8,13 +8,14 @@ prompt and the suffix, checked against llama-server's `/completion` given those 
 output parsed into a Pydantic model, logprobs with top_logprobs, and the Responses API
 (with `responses.input_tokens.count` against the usage of the same request; a conversation
 continued by `previous_response_id`, against the same conversation sent whole, then
-`responses.retrieve`, `input_items.list` and `delete`). Starts the server itself on a
+`responses.retrieve`, `input_items.list` and `delete`; and Codex's request shape: a custom
+`apply_patch` tool with a Lark grammar, a regex-format tool, and the hosted `web_search`). Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
         [--out validate/serve-openai-client.json]
 """
-import argparse, json, os, platform, signal, subprocess, sys, tempfile, urllib.request
+import argparse, json, os, platform, re, signal, subprocess, sys, tempfile, urllib.request
 
 import jsonschema
 import openai
@@ -162,6 +163,53 @@ def agent_checks(client):
                           "chat_prompt_tokens": chat_cont.usage.prompt_tokens}
     custom_ok = (len(ccalls) == 1 and ccalls[0].input == out["custom_tool"]["chat_input"] and input_deltas >= 1
                  and out["custom_tool"]["streamed_same"] and cont.usage.input_tokens == chat_cont.usage.prompt_tokens)
+    # Codex's request shape: a function, its `apply_patch` as a custom tool with a Lark
+    # grammar, and the hosted `web_search` (left out: this server runs no hosted tools). A
+    # call's input is a sentence of the grammar whatever the weights; a regex format
+    # constrains the same way. The grammar here is bounded so that a random model ends it.
+    patch_lark = "\n".join([
+        'start: "*** Begin Patch" LF hunk ~ 1..2 "*** End Patch"',
+        'hunk: "*** Delete File: " NAME LF | "*** Add File: " NAME LF ("+" WORD LF) ~ 1..2',
+        r'NAME: /[a-z]{1,6}\.py/', "WORD: /[a-z ]{0,8}/", "%import common.LF"])
+    patch_re = (r"\*\*\* Begin Patch\n((\*\*\* Delete File: [a-z]{1,6}\.py\n)|"
+                r"(\*\*\* Add File: [a-z]{1,6}\.py\n(\+[a-z ]{0,8}\n){1,2})){1,2}\*\*\* End Patch")
+    codex_tools = [{"type": "function", **TOOLS[0]["function"]},
+                   {"type": "custom", "name": "apply_patch", "description": "Edit files. This is a FREEFORM tool.",
+                    "format": {"type": "grammar", "syntax": "lark", "definition": patch_lark}},
+                   {"type": "web_search", "external_web_access": False}]
+    patches = []
+    for seed in range(3):
+        pr = client.responses.create(model="any", input="Delete old.py.", tools=codex_tools, tool_choice=pick,
+                                     max_output_tokens=400, temperature=1.0, store=False,
+                                     extra_body={"seed": seed})
+        patches += [o.input for o in pr.output if o.type == "custom_tool_call"]
+    dated = client.responses.create(
+        model="any", input="When?", max_output_tokens=200, temperature=1.0, store=False, extra_body={"seed": 1},
+        tools=[{"type": "custom", "name": "date", "format": {"type": "grammar", "syntax": "regex",
+                                                          "definition": r"\d{4}-\d{2}-\d{2}"}}], tool_choice="required")
+    dates = [o.input for o in dated.output if o.type == "custom_tool_call"]
+    # Codex's own apply_patch grammar, unbounded: llama.cpp's sampler takes what it compiles to.
+    codex_grammar = "\n".join([
+        'start: begin_patch hunk+ end_patch', 'begin_patch: "*** Begin Patch" LF', 'end_patch: "*** End Patch" LF?',
+        'hunk: add_hunk | delete_hunk | update_hunk', 'add_hunk: "*** Add File: " filename LF add_line+',
+        'delete_hunk: "*** Delete File: " filename LF',
+        'update_hunk: "*** Update File: " filename LF change_move? change?', 'filename: /(.+)/',
+        'add_line: "+" /(.*)/ LF -> line', 'change_move: "*** Move to: " filename LF',
+        'change: (change_context | change_line)+ eof_line?', 'change_context: ("@@" | "@@ " /(.+)/) LF',
+        'change_line: ("+" | "-" | " ") /(.*)/ LF', 'eof_line: "*** End of File" LF', '%import common.LF'])
+    full = client.responses.create(model="any", input="Fix it.", max_output_tokens=4, store=False, tools=[
+        {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark",
+                                                             "definition": codex_grammar}}])
+    # A grammar this server cannot hold (`%ignore`) leaves the input free, as for a tool's
+    # schema keyword: the request is served.
+    loose = client.responses.create(model="any", input="x", max_output_tokens=4, store=False, tools=[
+        {"type": "custom", "name": "p", "format": {"type": "grammar", "syntax": "lark",
+                                                   "definition": 'start: "a"+\n%ignore " "'}}])
+    out["codex_shape"] = {"patches": patches, "dates": dates, "loose_status": loose.status,
+                          "codex_grammar_status": full.status}
+    codex_ok = (len(patches) == 3 and all(re.fullmatch(patch_re, p) for p in patches)
+                and len(dates) == 1 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", dates[0]) is not None
+                and loose.status in ("completed", "incomplete") and full.status in ("completed", "incomplete"))
     # Stored responses: a second turn by `previous_response_id` evaluates what the
     # conversation sent whole would, and answers the same; then read back, listed, deleted.
     first = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
@@ -192,7 +240,8 @@ def agent_checks(client):
     stored_ok = (chained.usage.input_tokens == whole.usage.input_tokens and chained.output_text == whole.output_text
                  and got.output_text == chained.output_text and len(listed.data) == 1 and gone and broken_refused)
     responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
-                    and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok and custom_ok)
+                    and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok and custom_ok
+                    and codex_ok)
     out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
                          and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
                          and all(p is not None for p in pets)

@@ -104,8 +104,25 @@ impl ToolFamily {
                 SchemaMode::Superset
             };
             let mut sub = Compiler::with_mode(&t.parameters, mode);
-            // `$ref`s resolve inside each tool's own parameters.
-            let args = sub.expr(&t.parameters, &format!("#/tools/{i}/function/parameters"))?;
+            let lark = t.input_lark.as_deref().map(crate::lark::lark_rules);
+            let args = match lark {
+                Some(Ok(l)) => {
+                    sub.add_rules(l.rules);
+                    format!(
+                        "\"{{\" space {} space \":\" space \"\\\"\" {} \"\\\"\" space \"}}\" space",
+                        literal(&format!("\"{CUSTOM_INPUT}\"")),
+                        l.root
+                    )
+                }
+                other => {
+                    if let Some(Err(e)) = other {
+                        sub.left_out
+                            .push(format!("the Lark grammar of its input ({e})"));
+                    }
+                    // `$ref`s resolve inside each tool's own parameters.
+                    sub.expr(&t.parameters, &format!("#/tools/{i}/function/parameters"))?
+                }
+            };
             c.left_out.extend(
                 sub.left_out
                     .drain(..)
@@ -327,7 +344,14 @@ pub struct ToolSpec {
     /// The arguments must be valid against `parameters` (OpenAI's `strict`): the schema is
     /// compiled [`SchemaMode::Exact`], else [`SchemaMode::Superset`].
     pub strict: bool,
+    /// A custom tool's Lark grammar (OpenAI's `format: {"type": "grammar", "syntax":
+    /// "lark"}`): its arguments are then `{"input": TEXT}` with TEXT a sentence of it. One
+    /// [`crate::lark`] cannot compile leaves the input free, as a superset compile does.
+    pub input_lark: Option<String>,
 }
+
+/// The one argument of a custom (freeform) tool's call, seen as a function: its text.
+pub const CUSTOM_INPUT: &str = "input";
 
 /// Escape `s` for a regular expression (ECMAScript syntax, as `std::regex` reads it).
 pub fn regex_escape(s: &str) -> String {

@@ -152,11 +152,13 @@ fn tool_call_grammars_name_each_tool_and_keep_their_rules_apart() {
             name: "alpha".into(),
             parameters: obj("a"),
             strict: true,
+            input_lark: None,
         },
         ToolSpec {
             name: "beta".into(),
             parameters: obj("b"),
             strict: true,
+            input_lark: None,
         },
     ];
     let g = ToolFamily::Hermes
@@ -483,6 +485,7 @@ fn either_grammar_keeps_both_roots_and_their_rules() {
         name: "f".into(),
         parameters: json!({"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}),
         strict: true,
+        input_lark: None,
     }];
     let call = ToolFamily::Hermes
         .call_grammar(&tools, false, ReplyStart::Fresh)
@@ -504,4 +507,48 @@ fn either_grammar_keeps_both_roots_and_their_rules() {
     for l in a.lines().skip(1).chain(c.lines().skip(1)) {
         assert_eq!(both.lines().filter(|b| *b == l).count(), 1, "{l}\n{both}");
     }
+}
+
+/// A custom tool's Lark grammar is its input's grammar inside the call, in the tool's
+/// namespace; one that cannot be compiled leaves the input a free string, named.
+#[test]
+fn a_custom_tools_lark_grammar_constrains_its_input_or_is_left_out_by_name() {
+    use crate::family::{ReplyStart, ToolFamily, ToolSpec};
+    let tool = |lark: &str| ToolSpec {
+        name: "apply_patch".into(),
+        parameters: json!({"type": "object", "properties": {"input": {"type": "string"}},
+                           "required": ["input"], "additionalProperties": false}),
+        strict: false,
+        input_lark: Some(lark.into()),
+    };
+    let g = ToolFamily::Hermes
+        .call_grammar(
+            &[tool("start: \"*** Begin\" x\nx: \"a\"+")],
+            false,
+            ReplyStart::Fresh,
+        )
+        .unwrap();
+    assert!(g.left_out.is_empty(), "{:?}", g.left_out);
+    let text = g.text();
+    assert!(
+        text.contains("\"\\\"input\\\"\" space \":\" space \"\\\"\" t0-s-lark-start \"\\\"\""),
+        "{text}"
+    );
+    assert!(text.contains("t0-s-lark-x ::= ( \"a\" )+"), "{text}");
+    let g = ToolFamily::Hermes
+        .call_grammar(
+            &[tool("start: \"a\"\n%ignore \" \"")],
+            false,
+            ReplyStart::Fresh,
+        )
+        .unwrap();
+    assert_eq!(g.left_out.len(), 1);
+    assert!(
+        g.left_out[0].contains("Lark grammar")
+            && g.left_out[0].contains("`%ignore`")
+            && g.left_out[0].contains("apply_patch"),
+        "{:?}",
+        g.left_out
+    );
+    assert!(!g.text().contains("s-lark"));
 }

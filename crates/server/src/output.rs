@@ -236,6 +236,7 @@ pub fn openai_tools(tools: &Value) -> Result<Vec<ToolSpec>, ApiError> {
                 parameters,
                 // OpenAI's `strict`: without it, no promise is made for the arguments.
                 strict: f.get("strict").and_then(Value::as_bool).unwrap_or(false),
+                input_lark: None,
             })
         })
         .collect()

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use epm_chat::family::CUSTOM_INPUT;
 use epm_engine::generation::{Event, FinishReason};
 
 use crate::error::{parse_json, ApiError, ErrorKind};
@@ -261,52 +262,131 @@ fn template_messages(
     Ok(out)
 }
 
-/// The one argument a custom tool's call has as a function's: its freeform input.
-const CUSTOM_INPUT: &str = "input";
-
 /// Responses tools are flat (`{"type": "function", "name", "parameters"}`): as chat tools.
 /// A custom tool (freeform text in, `{"type": "custom", "name", "format"}`) is a function
-/// of one string; its `format` may only be text, as a grammar of another syntax (Lark,
-/// regex) cannot be held here.
+/// of one string, [`CUSTOM_INPUT`]. Its `format` may be text, or a grammar: a `regex`
+/// becomes the string's `pattern`, a `lark` grammar constrains it through
+/// [`epm_chat::lark`] ([`lark_inputs`]); either is also shown to the model in the
+/// description. Hosted tools (`web_search`, `file_search`, ...), which OpenAI runs and this
+/// server cannot, are left out of what the model sees: Codex, for one, sends `web_search`
+/// with every request. A tool the client must run but whose shape this server does not
+/// know (`local_shell`, `computer_use_preview`) is a 400.
 fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
-    tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let description = t.get("description").cloned().unwrap_or(json!(""));
-            let kind = t.get("type").and_then(Value::as_str);
-            if matches!(kind, Some("function" | "custom")) && !t.get("name").is_some_and(Value::is_string) {
-                return Err(ApiError::bad_request(format!("`tools[{i}].name` is missing")));
-            }
-            match kind {
-                Some("function") => {
-                    let mut f = json!({"name": t.get("name"), "description": description,
-                        "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"}))});
-                    // As a chat client's function carries it.
-                    if let Some(strict) = t.get("strict") {
-                        f["strict"] = strict.clone();
-                    }
-                    Ok(json!({"type": "function", "function": f}))
+    let mut hosted = Vec::new();
+    let mut out = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let description = t.get("description").and_then(Value::as_str).unwrap_or("");
+        let kind = t.get("type").and_then(Value::as_str);
+        if matches!(kind, Some("function" | "custom"))
+            && !t.get("name").is_some_and(Value::is_string)
+        {
+            return Err(ApiError::bad_request(format!(
+                "`tools[{i}].name` is missing"
+            )));
+        }
+        match kind {
+            Some("function") => {
+                let mut f = json!({"name": t.get("name"), "description": description,
+                    "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"}))});
+                // As a chat client's function carries it.
+                if let Some(strict) = t.get("strict") {
+                    f["strict"] = strict.clone();
                 }
-                Some("custom") => match t.pointer("/format/type").and_then(Value::as_str) {
-                    None | Some("text") => Ok(json!({"type": "function", "function": {
-                        "name": t.get("name"), "description": description,
-                        "parameters": {"type": "object", "properties": {CUSTOM_INPUT: {"type": "string"}},
-                                       "required": [CUSTOM_INPUT], "additionalProperties": false}}})),
-                    Some(other) => Err(ApiError::bad_request(format!(
-                        "`tools[{i}].format.type` is `{other}`: a custom tool's input can only be free text here (`{{\"type\": \"text\"}}`); describe its syntax in `description`"
-                    ))),
-                },
-                Some(other) => Err(ApiError::bad_request(format!(
-                    "`tools[{i}].type` is `{other}`: this server runs no hosted tools; give function or custom tools"
-                ))),
-                None => Err(ApiError::bad_request(format!(
+                out.push(json!({"type": "function", "function": f}));
+            }
+            Some("custom") => {
+                let mut input = json!({"type": "string"});
+                let description = match custom_grammar(t, i)? {
+                    None => description.to_string(),
+                    Some((CustomSyntax::Regex, definition)) => {
+                        input["pattern"] = json!(format!("^(?:{definition})$"));
+                        format!("{description}\n\nIts input matches this regular expression: {definition}")
+                    }
+                    Some((CustomSyntax::Lark, definition)) => {
+                        format!("{description}\n\nIts input is raw text (not JSON) in this Lark grammar:\n{definition}")
+                    }
+                };
+                out.push(json!({"type": "function", "function": {
+                    "name": t.get("name"), "description": description.trim_start(),
+                    "parameters": {"type": "object", "properties": {CUSTOM_INPUT: input},
+                                   "required": [CUSTOM_INPUT], "additionalProperties": false}}}));
+            }
+            Some(
+                other @ ("web_search" | "web_search_preview" | "web_search_2025_08_26"
+                | "web_search_preview_2025_03_11" | "file_search" | "code_interpreter"
+                | "image_generation" | "mcp"),
+            ) => hosted.push(other),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "`tools[{i}].type` is `{other}`: give function or custom tools (hosted tools such as web_search are left out, as this server runs none)"
+                )))
+            }
+            None => {
+                return Err(ApiError::bad_request(format!(
                     "`tools[{i}]` has no `type`: give function or custom tools"
+                )))
+            }
+        }
+    }
+    if !hosted.is_empty() {
+        tracing::info!(
+            "hosted tools left out (this server runs none): {}",
+            hosted.join(", ")
+        );
+    }
+    Ok(Value::Array(out))
+}
+
+/// The grammar languages of a custom tool's `format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CustomSyntax {
+    Regex,
+    Lark,
+}
+
+/// A custom tool's grammar, if its `format` gives one (`{"type": "grammar", "syntax",
+/// "definition"}`); `None` for free text.
+fn custom_grammar(
+    t: &Value,
+    i: usize,
+) -> std::result::Result<Option<(CustomSyntax, &str)>, ApiError> {
+    match t.pointer("/format/type").and_then(Value::as_str) {
+        None | Some("text") => Ok(None),
+        Some("grammar") => {
+            let definition = t
+                .pointer("/format/definition")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "`tools[{i}].format.definition` is missing: give the grammar's text"
+                    ))
+                })?;
+            match t.pointer("/format/syntax").and_then(Value::as_str) {
+                Some("lark") => Ok(Some((CustomSyntax::Lark, definition))),
+                Some("regex") => Ok(Some((CustomSyntax::Regex, definition))),
+                other => Err(ApiError::bad_request(format!(
+                    "`tools[{i}].format.syntax` is {}: use `lark` or `regex`",
+                    other.map_or("missing".to_string(), |s| format!("`{s}`"))
                 ))),
             }
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map(Value::Array)
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "`tools[{i}].format.type` is `{other}`: use `text` or `grammar`"
+        ))),
+    }
+}
+
+/// Give each custom tool with a Lark grammar its grammar, so that a call's input is a
+/// sentence of it.
+fn lark_inputs(specs: &mut [epm_chat::ToolSpec], tools: &[Value]) {
+    for (i, t) in tools.iter().enumerate() {
+        if let Ok(Some((CustomSyntax::Lark, definition))) = custom_grammar(t, i) {
+            let name = t.get("name").and_then(Value::as_str);
+            for s in specs.iter_mut().filter(|s| Some(s.name.as_str()) == name) {
+                s.input_lark = Some(definition.to_string());
+            }
+        }
+    }
 }
 
 /// The names of the request's custom tools, whose calls are `custom_tool_call` items.
@@ -520,7 +600,11 @@ async fn responses(
     };
     let ask = OutputAsk {
         tools: match &chat.tools {
-            Some(t) => output::openai_tools(t)?,
+            Some(t) => {
+                let mut specs = output::openai_tools(t)?;
+                lark_inputs(&mut specs, req.tools.as_deref().unwrap_or_default());
+                specs
+            }
             None => Vec::new(),
         },
         tool_choice: choice,
