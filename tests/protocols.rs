@@ -239,6 +239,17 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             "`tools[0].name` is missing",
         ),
         (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom",
+                "custom": {"name": "p", "format": {"type": "grammar", "grammar": {"definition": "start: /a/"}}}}]}"#,
+            "`tools[0].custom.format.grammar.syntax` is missing: use `lark` or `regex`",
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom", "custom": {}}]}"#,
+            "`tools[0].custom.name` is missing",
+        ),
+        (
             "/v1/responses",
             r#"{"input": "x", "tools": [{"type": "web_search"}, {"type": "local_shell"}]}"#,
             "`tools[1].type` is `local_shell`: give function or custom tools",

@@ -188,6 +188,29 @@ def agent_checks(client):
         tools=[{"type": "custom", "name": "date", "format": {"type": "grammar", "syntax": "regex",
                                                           "definition": r"\d{4}-\d{2}-\d{2}"}}], tool_choice="required")
     dates = [o.input for o in dated.output if o.type == "custom_tool_call"]
+    # Chat Completions' own custom tools: the same grammar, the call a `custom` tool call;
+    # sent back, it is the template's function call of one string.
+    chat_custom = [{"type": "custom", "custom": {"name": "apply_patch", "description": "Edit files.",
+                    "format": {"type": "grammar", "grammar": {"syntax": "lark", "definition": patch_lark}}}}]
+    cc = client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Delete old.py."}],
+                                        tools=chat_custom, tool_choice={"type": "custom", "custom": {"name": "apply_patch"}},
+                                        max_tokens=400, temperature=0).choices[0].message.tool_calls[0]
+    back = client.chat.completions.create(model="any", tools=chat_custom, max_tokens=4, temperature=0, messages=[
+        {"role": "user", "content": "Delete old.py."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": cc.id, "type": "custom", "custom": {"name": "apply_patch", "input": cc.custom.input}}]},
+        {"role": "tool", "tool_call_id": cc.id, "content": "Done."}])
+    counted_as_function = client.chat.completions.create(model="any", max_tokens=4, temperature=0, tools=[
+        {"type": "function", "function": {"name": "apply_patch",
+         "description": "Edit files.\n\nIts input is raw text (not JSON) in this Lark grammar:\n" + patch_lark,
+         "parameters": {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"],
+                        "additionalProperties": False}}}], messages=[
+        {"role": "user", "content": "Delete old.py."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": cc.id, "type": "function", "function": {
+            "name": "apply_patch", "arguments": json.dumps({"input": cc.custom.input})}}]},
+        {"role": "tool", "tool_call_id": cc.id, "content": "Done."}])
+    chat_custom_ok = (cc.type == "custom" and re.fullmatch(patch_re, cc.custom.input) is not None
+                      and back.usage.prompt_tokens == counted_as_function.usage.prompt_tokens)
     # Codex's own apply_patch grammar, unbounded: llama.cpp's sampler takes what it compiles to.
     codex_grammar = "\n".join([
         'start: begin_patch hunk+ end_patch', 'begin_patch: "*** Begin Patch" LF', 'end_patch: "*** End Patch" LF?',
@@ -206,10 +229,12 @@ def agent_checks(client):
         {"type": "custom", "name": "p", "format": {"type": "grammar", "syntax": "lark",
                                                    "definition": 'start: "a"+\n%ignore " "'}}])
     out["codex_shape"] = {"patches": patches, "dates": dates, "loose_status": loose.status,
+                          "chat_custom_call": [cc.type, cc.custom.input], "chat_custom_ok": chat_custom_ok,
                           "codex_grammar_status": full.status}
     codex_ok = (len(patches) == 3 and all(re.fullmatch(patch_re, p) for p in patches)
                 and len(dates) == 1 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", dates[0]) is not None
-                and loose.status in ("completed", "incomplete") and full.status in ("completed", "incomplete"))
+                and loose.status in ("completed", "incomplete") and full.status in ("completed", "incomplete")
+                and chat_custom_ok)
     # Stored responses: a second turn by `previous_response_id` evaluates what the
     # conversation sent whole would, and answers the same; then read back, listed, deleted.
     first = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)

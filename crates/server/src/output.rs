@@ -5,6 +5,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use epm_chat::family::CUSTOM_INPUT;
 use epm_chat::{compile_schema, OutputParser, ReasoningSplit, ReplyStart, ToolFamily, ToolSpec};
 use epm_engine::generation::{Constraint, ReasoningBudget};
 use epm_engine::SamplingParams;
@@ -207,8 +208,147 @@ pub struct OutputPlan {
     pub budget: Option<ReasoningBudget>,
 }
 
-/// The function tools of an OpenAI-style `tools` array (`[{"type": "function", "function":
-/// {"name", "parameters"}}]`; `function` fields at the top level are taken too).
+/// The grammar languages of a custom tool's `format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CustomSyntax {
+    Regex,
+    Lark,
+}
+
+/// A custom (freeform) tool, in Chat Completions' shape: `{"type": "custom", "custom":
+/// {"name", "description", "format"}}`, `format` being `{"type": "text"}` or `{"type":
+/// "grammar", "grammar": {"syntax": "lark" | "regex", "definition"}}` (the Responses
+/// adapter brings its flat tools to this shape). The template sees a function of one
+/// string, [`CUSTOM_INPUT`]; a `regex` becomes that string's `pattern`, a `lark` grammar
+/// constrains it through [`epm_chat::lark`], and either is shown to the model in the
+/// description. A call comes back as that string.
+pub struct CustomTool<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub grammar: Option<(CustomSyntax, &'a str)>,
+}
+
+impl<'a> CustomTool<'a> {
+    /// The custom tool `tools[i]`, or `None` for another kind of tool.
+    pub fn of(t: &'a Value, i: usize) -> Result<Option<CustomTool<'a>>, ApiError> {
+        if t.get("type").and_then(Value::as_str) != Some("custom") {
+            return Ok(None);
+        }
+        let c = t.get("custom").unwrap_or(t);
+        let name = c
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::bad_request(format!("`tools[{i}].custom.name` is missing")))?;
+        let grammar = match c.pointer("/format/type").and_then(Value::as_str) {
+            None | Some("text") => None,
+            Some("grammar") => {
+                let g = c.pointer("/format/grammar");
+                let definition = g
+                    .and_then(|g| g.get("definition"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "`tools[{i}].custom.format.grammar.definition` is missing: give the grammar's text"
+                        ))
+                    })?;
+                let syntax = match g.and_then(|g| g.get("syntax")).and_then(Value::as_str) {
+                    Some("lark") => CustomSyntax::Lark,
+                    Some("regex") => CustomSyntax::Regex,
+                    other => return Err(ApiError::bad_request(format!(
+                        "`tools[{i}].custom.format.grammar.syntax` is {}: use `lark` or `regex`",
+                        other.map_or("missing".to_string(), |s| format!("`{s}`"))
+                    ))),
+                };
+                Some((syntax, definition))
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "`tools[{i}].custom.format.type` is `{other}`: use `text` or `grammar`"
+                )))
+            }
+        };
+        Ok(Some(CustomTool {
+            name,
+            description: c.get("description").and_then(Value::as_str).unwrap_or(""),
+            grammar,
+        }))
+    }
+
+    /// The function of one string the template sees.
+    pub fn function(&self) -> Value {
+        let mut input = serde_json::json!({"type": "string"});
+        let description = match self.grammar {
+            None => self.description.to_string(),
+            Some((CustomSyntax::Regex, definition)) => {
+                input["pattern"] = serde_json::json!(format!("^(?:{definition})$"));
+                format!(
+                    "{}\n\nIts input matches this regular expression: {definition}",
+                    self.description
+                )
+            }
+            Some((CustomSyntax::Lark, definition)) => format!(
+                "{}\n\nIts input is raw text (not JSON) in this Lark grammar:\n{definition}",
+                self.description
+            ),
+        };
+        serde_json::json!({"type": "function", "function": {
+            "name": self.name, "description": description.trim_start(),
+            "parameters": {"type": "object", "properties": {CUSTOM_INPUT: input},
+                           "required": [CUSTOM_INPUT], "additionalProperties": false}}})
+    }
+}
+
+/// A chat-shaped `tools` array as the template takes it: custom tools as functions of one
+/// string (other tools as they are).
+pub fn template_tools(tools: &Value) -> Result<Value, ApiError> {
+    let Some(list) = tools.as_array() else {
+        return Err(ApiError::bad_request("`tools` must be an array of tools"));
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, t)| Ok(CustomTool::of(t, i)?.map_or_else(|| t.clone(), |c| c.function())))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Value::Array)
+}
+
+/// The names of the custom tools in a chat-shaped `tools` array (their calls come back as
+/// custom calls).
+pub fn custom_tool_names(tools: Option<&Value>) -> Vec<String> {
+    tools
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            CustomTool::of(t, i)
+                .ok()
+                .flatten()
+                .map(|c| c.name.to_string())
+        })
+        .collect()
+}
+
+/// A custom tool call's input: the [`CUSTOM_INPUT`] string of its arguments (the text as
+/// is, should the arguments not be that object).
+pub fn custom_input(arguments: &str) -> String {
+    serde_json::from_str::<Value>(arguments)
+        .ok()
+        .and_then(|v| {
+            v.get(CUSTOM_INPUT)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| arguments.to_string())
+}
+
+/// A custom tool call's arguments as the template's function call carries them.
+pub fn custom_arguments(input: &str) -> String {
+    serde_json::json!({ CUSTOM_INPUT: input }).to_string()
+}
+
+/// The tools of an OpenAI-style `tools` array: function tools (`[{"type": "function",
+/// "function": {"name", "parameters"}}]`; `function` fields at the top level are taken
+/// too) and custom tools ([`CustomTool`]).
 pub fn openai_tools(tools: &Value) -> Result<Vec<ToolSpec>, ApiError> {
     let Some(list) = tools.as_array() else {
         return Err(ApiError::bad_request("`tools` must be an array of tools"));
@@ -216,11 +356,23 @@ pub fn openai_tools(tools: &Value) -> Result<Vec<ToolSpec>, ApiError> {
     list.iter()
         .enumerate()
         .map(|(i, t)| {
+            if let Some(c) = CustomTool::of(t, i)? {
+                let f = c.function();
+                return Ok(ToolSpec {
+                    name: c.name.to_string(),
+                    parameters: f["function"]["parameters"].clone(),
+                    strict: false,
+                    input_lark: match c.grammar {
+                        Some((CustomSyntax::Lark, definition)) => Some(definition.to_string()),
+                        _ => None,
+                    },
+                });
+            }
             let f = t.get("function").unwrap_or(t);
             let kind = t.get("type").and_then(Value::as_str).unwrap_or("function");
             if kind != "function" {
                 return Err(ApiError::bad_request(format!(
-                    "`tools[{i}].type` is `{kind}`: only function tools are served"
+                    "`tools[{i}].type` is `{kind}`: give function or custom tools"
                 )));
             }
             let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {

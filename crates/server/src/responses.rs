@@ -28,7 +28,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use epm_chat::family::CUSTOM_INPUT;
 use epm_engine::generation::{Event, FinishReason};
 
 use crate::error::{parse_json, ApiError, ErrorKind};
@@ -37,7 +36,7 @@ use crate::generation::{
 };
 use crate::openai::wire::{new_id, now, ToolChoice};
 use crate::openai::OpenAiError;
-use crate::output::{self, Format, OutputAsk, ReasoningEffort};
+use crate::output::{self, custom_input, CustomSyntax, Format, OutputAsk, ReasoningEffort};
 use crate::response_store::StoreError;
 use crate::state::AppState;
 
@@ -217,8 +216,7 @@ fn template_messages(
             "function_call" | "custom_tool_call" => {
                 let arguments = match kind {
                     "function_call" => item.get("arguments").cloned().unwrap_or(Value::Null),
-                    _ => json!(json!({CUSTOM_INPUT: item.get("input").and_then(Value::as_str).unwrap_or("")})
-                        .to_string()),
+                    _ => json!(output::custom_arguments(item.get("input").and_then(Value::as_str).unwrap_or(""))),
                 };
                 let call = json!({"id": item.get("call_id"), "type": "function",
                     "function": {"name": item.get("name"), "arguments": arguments}});
@@ -262,20 +260,18 @@ fn template_messages(
     Ok(out)
 }
 
-/// Responses tools are flat (`{"type": "function", "name", "parameters"}`): as chat tools.
-/// A custom tool (freeform text in, `{"type": "custom", "name", "format"}`) is a function
-/// of one string, [`CUSTOM_INPUT`]. Its `format` may be text, or a grammar: a `regex`
-/// becomes the string's `pattern`, a `lark` grammar constrains it through
-/// [`epm_chat::lark`] ([`lark_inputs`]); either is also shown to the model in the
-/// description. Hosted tools (`web_search`, `file_search`, ...), which OpenAI runs and this
-/// server cannot, are left out of what the model sees: Codex, for one, sends `web_search`
-/// with every request. A tool the client must run but whose shape this server does not
-/// know (`local_shell`, `computer_use_preview`) is a 400.
+/// Responses tools are flat (`{"type": "function", "name", "parameters"}`, `{"type":
+/// "custom", "name", "format": {"type": "grammar", "syntax", "definition"}}`): brought to
+/// Chat Completions' shape, where [`output::CustomTool`] serves custom tools. Hosted tools
+/// (`web_search`, `file_search`, ...), which OpenAI runs and this server cannot, are left
+/// out of what the model sees: Codex, for one, sends `web_search` with every request. A
+/// tool the client must run but whose shape this server does not know (`local_shell`,
+/// `computer_use_preview`) is a 400.
 fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
     let mut hosted = Vec::new();
     let mut out = Vec::new();
     for (i, t) in tools.iter().enumerate() {
-        let description = t.get("description").and_then(Value::as_str).unwrap_or("");
+        let description = t.get("description").cloned().unwrap_or(json!(""));
         let kind = t.get("type").and_then(Value::as_str);
         if matches!(kind, Some("function" | "custom"))
             && !t.get("name").is_some_and(Value::is_string)
@@ -295,21 +291,14 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
                 out.push(json!({"type": "function", "function": f}));
             }
             Some("custom") => {
-                let mut input = json!({"type": "string"});
-                let description = match custom_grammar(t, i)? {
-                    None => description.to_string(),
-                    Some((CustomSyntax::Regex, definition)) => {
-                        input["pattern"] = json!(format!("^(?:{definition})$"));
-                        format!("{description}\n\nIts input matches this regular expression: {definition}")
-                    }
-                    Some((CustomSyntax::Lark, definition)) => {
-                        format!("{description}\n\nIts input is raw text (not JSON) in this Lark grammar:\n{definition}")
-                    }
+                let format = match custom_grammar(t, i)? {
+                    None => json!({"type": "text"}),
+                    Some((syntax, definition)) => json!({"type": "grammar", "grammar": {
+                        "syntax": if syntax == CustomSyntax::Lark { "lark" } else { "regex" },
+                        "definition": definition}}),
                 };
-                out.push(json!({"type": "function", "function": {
-                    "name": t.get("name"), "description": description.trim_start(),
-                    "parameters": {"type": "object", "properties": {CUSTOM_INPUT: input},
-                                   "required": [CUSTOM_INPUT], "additionalProperties": false}}}));
+                out.push(json!({"type": "custom", "custom": {
+                    "name": t.get("name"), "description": description, "format": format}}));
             }
             Some(
                 other @ ("web_search" | "web_search_preview" | "web_search_2025_08_26"
@@ -337,14 +326,7 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
     Ok(Value::Array(out))
 }
 
-/// The grammar languages of a custom tool's `format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CustomSyntax {
-    Regex,
-    Lark,
-}
-
-/// A custom tool's grammar, if its `format` gives one (`{"type": "grammar", "syntax",
+/// A flat custom tool's grammar, if its `format` gives one (`{"type": "grammar", "syntax",
 /// "definition"}`); `None` for free text.
 fn custom_grammar(
     t: &Value,
@@ -374,29 +356,6 @@ fn custom_grammar(
             "`tools[{i}].format.type` is `{other}`: use `text` or `grammar`"
         ))),
     }
-}
-
-/// Give each custom tool with a Lark grammar its grammar, so that a call's input is a
-/// sentence of it.
-fn lark_inputs(specs: &mut [epm_chat::ToolSpec], tools: &[Value]) {
-    for (i, t) in tools.iter().enumerate() {
-        if let Ok(Some((CustomSyntax::Lark, definition))) = custom_grammar(t, i) {
-            let name = t.get("name").and_then(Value::as_str);
-            for s in specs.iter_mut().filter(|s| Some(s.name.as_str()) == name) {
-                s.input_lark = Some(definition.to_string());
-            }
-        }
-    }
-}
-
-/// The names of the request's custom tools, whose calls are `custom_tool_call` items.
-fn custom_tool_names(tools: Option<&[Value]>) -> Vec<String> {
-    tools
-        .unwrap_or_default()
-        .iter()
-        .filter(|t| t.get("type").and_then(Value::as_str) == Some("custom"))
-        .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string))
-        .collect()
 }
 
 fn text_format(f: Option<&Value>) -> std::result::Result<Format, ApiError> {
@@ -543,23 +502,16 @@ fn call_item(c: &epm_chat::ToolCall, custom: bool, status: &str, arguments: &str
     }
 }
 
-fn custom_input(arguments: &str) -> String {
-    serde_json::from_str::<Value>(arguments)
-        .ok()
-        .and_then(|v| {
-            v.get(CUSTOM_INPUT)
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| arguments.to_string())
-}
-
 /// What a request gives the template: its instructions and the conversation's `items` as
 /// messages, its tools and variables.
 fn chat_input(req: &ResponsesRequest, items: &[Value]) -> std::result::Result<ChatInput, ApiError> {
     Ok(ChatInput {
         messages: template_messages(req.instructions.as_deref(), items)?,
-        tools: req.tools.as_deref().map(chat_tools).transpose()?,
+        tools: req
+            .tools
+            .as_deref()
+            .map(|t| chat_tools(t).and_then(|t| output::template_tools(&t)))
+            .transpose()?,
         kwargs: ReasoningEffort::template_kwargs(
             req.reasoning.as_ref().and_then(|r| r.effort),
             None,
@@ -589,6 +541,7 @@ async fn responses(
     let own = own_items(&req)?;
     let items = conversation(&state, &req, own.clone())?;
     let chat = chat_input(&req, &items)?;
+    let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
     let choice: output::ToolChoice = match &req.tool_choice {
         None => output::ToolChoice::Auto,
         Some(Value::Object(o)) if o.get("name").is_some() => {
@@ -599,12 +552,8 @@ async fn responses(
             .map_err(|_| ApiError::bad_request("`tool_choice` must be auto, none, required or {\"type\": \"function\", \"name\": ...}"))?,
     };
     let ask = OutputAsk {
-        tools: match &chat.tools {
-            Some(t) => {
-                let mut specs = output::openai_tools(t)?;
-                lark_inputs(&mut specs, req.tools.as_deref().unwrap_or_default());
-                specs
-            }
+        tools: match &chat_shaped {
+            Some(t) => output::openai_tools(t)?,
             None => Vec::new(),
         },
         tool_choice: choice,
@@ -623,7 +572,7 @@ async fn responses(
     let p = prepare_chat(loaded, &chat, &ask, &asked)?;
     let keep = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
     let meta = ResponseMeta {
-        custom_tools: custom_tool_names(req.tools.as_deref()),
+        custom_tools: output::custom_tool_names(chat_shaped.as_ref()),
         id: new_id("resp"),
         model: state.model_name.clone(),
         previous_response_id: req.previous_response_id.clone(),

@@ -121,6 +121,7 @@ fn shape(state: &AppState, prefix: &str, chat: bool, sampling: &wire::Sampling) 
         chat,
         include_usage: sampling.include_usage(),
         return_progress: sampling.return_progress,
+        custom_tools: Vec::new(),
     }
 }
 
@@ -183,6 +184,17 @@ fn chat_messages(messages: &[wire::Message]) -> std::result::Result<Vec<Value>, 
             if m.role == "developer" {
                 v["role"] = Value::String("system".into());
             }
+            // A custom tool's call, as the template's function call of one string.
+            if let Some(Value::Array(calls)) = v.get_mut("tool_calls") {
+                for c in calls.iter_mut() {
+                    if c.get("type").and_then(Value::as_str) == Some("custom") {
+                        let custom = c.get("custom").cloned().unwrap_or(Value::Null);
+                        let input = custom.get("input").and_then(Value::as_str).unwrap_or("");
+                        *c = serde_json::json!({"id": c.get("id"), "type": "function", "function": {
+                            "name": custom.get("name"), "arguments": output::custom_arguments(input)}});
+                    }
+                }
+            }
             Ok(v)
         })
         .collect()
@@ -238,7 +250,7 @@ async fn chat_control(
 fn chat_input(req: &ChatRequest) -> Result<ChatInput> {
     Ok(ChatInput {
         messages: chat_messages(&req.messages)?,
-        tools: req.tools.clone(),
+        tools: req.tools.as_ref().map(output::template_tools).transpose()?,
         kwargs: output::ReasoningEffort::template_kwargs(
             req.reasoning_effort,
             req.chat_template_kwargs.as_ref(),
@@ -286,12 +298,15 @@ async fn chat(
     };
     let max = req.max_tokens.or(req.max_completion_tokens);
     let logprobs = top_logprobs(req.logprobs.unwrap_or(false), req.top_logprobs)?;
-    let shape = shape(&state, "chatcmpl", true, &req.sampling);
+    let mut shape = shape(&state, "chatcmpl", true, &req.sampling);
+    shape.custom_tools = output::custom_tool_names(req.tools.as_ref());
+    let custom_tools = shape.custom_tools.clone();
     let prepared = prepare_chat(loaded, &chat, &ask, &req.sampling.asked(max, None))?
         .with_logprobs(logprobs)
         .with_control_id(shape.id.clone());
     respond(&state, prepared, shape, req.sampling.stream, |c| {
-        let calls: Vec<WireToolCall> = c.tool_calls.iter().map(|t| WireToolCall::new(t, None)).collect();
+        let calls: Vec<WireToolCall> =
+            c.tool_calls.iter().map(|t| WireToolCall::new(t, None, &custom_tools)).collect();
         let content = if calls.is_empty() || !c.text.trim().is_empty() {
             Some(c.text)
         } else {

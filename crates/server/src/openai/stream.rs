@@ -28,6 +28,8 @@ pub struct ChunkShape {
     /// Send a chunk with `prompt_progress` per prefill ubatch (llama-server's
     /// `return_progress`).
     pub return_progress: bool,
+    /// The request's custom tools, whose calls are `custom` tool calls.
+    pub custom_tools: Vec<String>,
 }
 
 impl ChunkShape {
@@ -156,7 +158,8 @@ impl State {
             Event::ToolCall(call) => {
                 if self.shape.chat {
                     let mut d = serde_json::Map::new();
-                    let wire = WireToolCall::new(&call, Some(self.tool_calls));
+                    let wire =
+                        WireToolCall::new(&call, Some(self.tool_calls), &self.shape.custom_tools);
                     self.tool_calls += 1;
                     d.insert("tool_calls".into(), json!([wire]));
                     let c = self.shape.delta_chunk(d, false, None, Value::Null);

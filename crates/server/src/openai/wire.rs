@@ -87,13 +87,19 @@ impl Sampling {
     }
 }
 
-/// `tool_choice`: `"none"`, `"auto"`, `"required"`, or `{"type": "function", "function":
-/// {"name": ...}}`.
+/// `tool_choice`: `"none"`, `"auto"`, `"required"`, `{"type": "function", "function":
+/// {"name": ...}}` or `{"type": "custom", "custom": {"name": ...}}`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum ToolChoice {
     Mode(ToolChoiceMode),
-    Named { function: NamedFunction },
+    Named {
+        function: NamedFunction,
+    },
+    /// `{"type": "custom", "custom": {"name": ...}}`.
+    NamedCustom {
+        custom: NamedFunction,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -115,7 +121,9 @@ impl From<&ToolChoice> for output::ToolChoice {
             ToolChoice::Mode(ToolChoiceMode::None) => output::ToolChoice::None,
             ToolChoice::Mode(ToolChoiceMode::Auto) => output::ToolChoice::Auto,
             ToolChoice::Mode(ToolChoiceMode::Required) => output::ToolChoice::Required,
-            ToolChoice::Named { function } => output::ToolChoice::Function(function.name.clone()),
+            ToolChoice::Named { function: f } | ToolChoice::NamedCustom { custom: f } => {
+                output::ToolChoice::Function(f.name.clone())
+            }
         }
     }
 }
@@ -348,6 +356,8 @@ pub struct AssistantMessage {
     pub tool_calls: Option<Vec<WireToolCall>>,
 }
 
+/// A call in `tool_calls`: a function's (`"type": "function"`, its `function`) or a custom
+/// tool's (`"type": "custom"`, its `custom`: the name and the input text).
 #[derive(Debug, Clone, Serialize)]
 pub struct WireToolCall {
     /// Only in stream deltas.
@@ -356,7 +366,16 @@ pub struct WireToolCall {
     pub id: String,
     #[serde(rename = "type")]
     pub kind: &'static str,
-    pub function: WireFunction,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<WireFunction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom: Option<WireCustom>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WireCustom {
+    pub name: String,
+    pub input: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -367,15 +386,34 @@ pub struct WireFunction {
 }
 
 impl WireToolCall {
-    pub fn new(c: &epm_chat::ToolCall, index: Option<usize>) -> WireToolCall {
+    /// The wire form of `c`, a custom call when its tool is one of `custom_tools`.
+    pub fn new(
+        c: &epm_chat::ToolCall,
+        index: Option<usize>,
+        custom_tools: &[String],
+    ) -> WireToolCall {
+        let id = c.id.clone().unwrap_or_else(|| new_id("call"));
+        if custom_tools.contains(&c.name) {
+            return WireToolCall {
+                index,
+                id,
+                kind: "custom",
+                function: None,
+                custom: Some(WireCustom {
+                    name: c.name.clone(),
+                    input: output::custom_input(&c.arguments),
+                }),
+            };
+        }
         WireToolCall {
             index,
-            id: c.id.clone().unwrap_or_else(|| new_id("call")),
+            id,
             kind: "function",
-            function: WireFunction {
+            function: Some(WireFunction {
                 name: c.name.clone(),
                 arguments: c.arguments.clone(),
-            },
+            }),
+            custom: None,
         }
     }
 }
