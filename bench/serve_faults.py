@@ -21,12 +21,12 @@ cgroups). The record goes to --out.
     python3 bench/serve_faults.py [--bin target/release/epm-run] [--out validate/serve-faults.json]
 """
 import argparse, http.client, json, os, random, signal, socket, statistics, subprocess, sys
-import tempfile, threading, time
+import threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 sys.path.insert(0, HERE)
-from epmlib import Cgroup, machine, start_server  # noqa: E402
+from epmlib import Cgroup, machine, start_server, synth_mini  # noqa: E402
 from serve_soak import request, rss  # noqa: E402
 
 BLKIO = "/sys/fs/cgroup/blkio"
@@ -128,9 +128,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=3000)
     ap.add_argument("--out", default="validate/serve-faults.json")
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="epm-faults-")
-    model = os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
-    subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True, stdout=subprocess.DEVNULL)
+    tmp, model = synth_mini(a.bin, "epm-faults-")
     plan = json.loads(subprocess.run([a.bin, "plan", "-m", model, "-c", str(a.ctx), "--parallel", str(a.parallel), "--json"],
                                      check=True, capture_output=True, text=True).stdout)
     budget_mb = -(-plan["min_budget_bytes"] // (1 << 20))

@@ -14,11 +14,11 @@ after the last request, and it exits 0 on SIGTERM. Bounded in count (--requests)
     python3 bench/serve_fuzz.py [--bin target/release/epm-run] [--requests 1000] [--seed 1]
         [--out validate/serve-fuzz.json]
 """
-import argparse, copy, http.client, json, os, random, signal, subprocess, sys, tempfile, time
+import argparse, copy, http.client, json, os, random, signal, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
-from epmlib import machine, start_server, write_report  # noqa: E402
+from epmlib import machine, start_server, synth_mini, write_report  # noqa: E402
 
 tool = {"type": "function", "function": {"name": "get_weather", "description": "w",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -139,10 +139,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800.0, help="the whole run's limit, seconds")
     ap.add_argument("--out", default="validate/serve-fuzz.json")
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="epm-fuzz-")
-    model = os.path.join(tmp, "mini.gguf")
-    subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True,
-                   stdout=subprocess.DEVNULL)
+    tmp, model = synth_mini(a.bin, "epm-fuzz-")
     cmd = [a.bin, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"]
     proc, port = start_server(cmd, 120)
     rnd = random.Random(a.seed)

@@ -11,10 +11,10 @@ and RSS drift under 2% between the first and the last hundred requests, counted 
         [--out validate/serve-soak.json]
 """
 import argparse, http.client, json, os, random, signal, statistics, subprocess, sys
-import tempfile, threading, time
+import threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import Cgroup, machine, start_server  # noqa: E402
+from epmlib import Cgroup, machine, start_server, synth_mini  # noqa: E402
 
 SYSTEM = ("You are the assistant of a coding agent working in a large repository. You can call "
           "the tools read_file, write_file, list_dir, run_tests and search_code. Think about what "
@@ -90,9 +90,7 @@ def main():
                     help="requests sent first and not counted: the expert cache fills to its budget")
     ap.add_argument("--out", default="validate/serve-soak.json")
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="epm-soak-")
-    model = os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
-    subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True, stdout=subprocess.DEVNULL)
+    tmp, model = synth_mini(a.bin, "epm-soak-")
     plan = json.loads(subprocess.run([a.bin, "plan", "-m", model, "-c", str(a.ctx), "--parallel", str(a.parallel), "--json"],
                                      check=True, capture_output=True, text=True).stdout)
     min_mb = -(-plan["min_budget_bytes"] // (1 << 20))

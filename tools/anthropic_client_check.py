@@ -12,7 +12,7 @@ loopback ports; the record goes to --out.
 
     python3 tools/anthropic_client_check.py [--bin target/release/epm-run] [--out F]
 """
-import argparse, os, platform, signal, subprocess, sys, tempfile
+import argparse, os, platform, signal, sys
 
 from typing import Literal
 
@@ -21,7 +21,7 @@ import jsonschema
 import pydantic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epmlib import start_server, write_report  # noqa: E402
+from epmlib import start_server, synth_mini, write_report  # noqa: E402
 
 WEATHER = {"name": "get_weather", "description": "Weather in a city", "input_schema": {
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
@@ -81,10 +81,7 @@ def main():
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("--out", default="validate/serve-anthropic-client.json")
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="epm-anthropic-")
-    model = os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
-    subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True,
-                   stdout=subprocess.DEVNULL)
+    tmp, model = synth_mini(a.bin, "epm-anthropic-")
     proc, port = start_server([a.bin, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2",
                                "--api-key", "sekrit"], 60)
     base = f"http://127.0.0.1:{port}"

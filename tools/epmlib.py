@@ -217,6 +217,16 @@ def fresh_prompt_store():
     return path
 
 
+def synth_mini(binary, prefix):
+    """A scratch folder (`tempfile.mkdtemp(prefix=prefix)`) and the `qwen3-30b-a3b-mini`
+    synthesized into it: `(tmp, model path)`."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    model = os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
+    subprocess.run([binary, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True,
+                   stdout=subprocess.DEVNULL)
+    return tmp, model
+
+
 def start_server(cmd, timeout_s=600):
     """Run `cmd` (an `epm-run serve ... --port 0` command line, possibly wrapped) and return
     `(proc, port)` once `/health` answers 200. The server's log goes to a temporary file,

@@ -8,13 +8,13 @@ port; the record goes to --out.
 
     python3 tools/ollama_client_check.py [--bin target/release/epm-run] [--out F]
 """
-import argparse, importlib.metadata, json, os, platform, signal, subprocess, sys, tempfile, urllib.request
+import argparse, importlib.metadata, json, os, platform, signal, sys, urllib.request
 
 import jsonschema
 import ollama
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epmlib import start_server, write_report  # noqa: E402
+from epmlib import start_server, synth_mini, write_report  # noqa: E402
 
 PET = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
                                         "age": {"type": "integer", "minimum": 0, "maximum": 30},
@@ -30,10 +30,7 @@ def main():
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("--out", default="validate/serve-ollama-client.json")
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="epm-ollama-")
-    model = os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
-    subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True,
-                   stdout=subprocess.DEVNULL)
+    tmp, model = synth_mini(a.bin, "epm-ollama-")
     proc, port = start_server([a.bin, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"], 60)
     checks = {}
     try:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from typing import Literal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epmlib import start_server, write_report  # noqa: E402
+from epmlib import start_server, synth_mini, write_report  # noqa: E402
 
 
 def start(binary, model, extra):
@@ -281,11 +281,10 @@ def main():
     ap.add_argument("--model")
     ap.add_argument("--out", default="validate/serve-openai-client.json")
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="epm-openai-")
-    model = a.model or os.path.join(tmp, "qwen3-30b-a3b-mini.gguf")
-    if not a.model:
-        subprocess.run([a.bin, "synth", "--preset", "qwen3-30b-a3b-mini", "-o", model], check=True,
-                       stdout=subprocess.DEVNULL)
+    if a.model:
+        tmp, model = tempfile.mkdtemp(prefix="epm-openai-"), a.model
+    else:
+        tmp, model = synth_mini(a.bin, "epm-openai-")
     plan = json.loads(subprocess.run([a.bin, "plan", "-m", model, "-c", "2048", "--json"], check=True,
                                      capture_output=True, text=True).stdout)
     budget = -(-plan["min_budget_bytes"] // (1 << 20)) + 16
