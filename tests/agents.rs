@@ -253,6 +253,61 @@ fn required_tool_calls_are_valid_calls_for_20_seeds_streamed_and_not() {
         );
     }
 
+    // `allowed_tools` (required): a call of an allowed tool only, while every tool is
+    // shown (the prompt is the same as with no choice); one not in `tools` is a 400.
+    let search = json!({"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string", "maxLength": 8}}, "required": ["q"]}}});
+    let three = vec![weather_tool(), search.clone(), time_tool()];
+    let allow = |names: &[&str], mode: &str| {
+        json!({"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools":
+            names.iter().map(|n| json!({"type": "function", "function": {"name": n}})).collect::<Vec<_>>()}})
+    };
+    let mut allowed_called = std::collections::BTreeSet::new();
+    for seed in 0..8 {
+        let body = ask(
+            seed,
+            json!({"tools": three, "tool_choice": allow(&["search", "get_time"], "required")}),
+        );
+        let r = server.chat(&body);
+        let f = &r["choices"][0]["message"]["tool_calls"][0]["function"];
+        let name = f["name"]
+            .as_str()
+            .unwrap_or_else(|| panic!("seed {seed}: {r}"));
+        assert!(name == "search" || name == "get_time", "seed {seed}: {r}");
+        let args: Value = serde_json::from_str(f["arguments"].as_str().unwrap()).unwrap();
+        validate(&args, &tool_schema(&three, name), name)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        allowed_called.insert(name.to_string());
+        let plain = server.chat(&ask(seed, json!({"tools": three, "max_tokens": 1})));
+        assert_eq!(r["usage"]["prompt_tokens"], plain["usage"]["prompt_tokens"]);
+    }
+    assert_eq!(
+        allowed_called.len(),
+        2,
+        "8 seeds call both allowed tools: {allowed_called:?}"
+    );
+    let r = server.chat(&ask(
+        0,
+        json!({"tools": three, "tool_choice": allow(&["search"], "auto"), "max_tokens": 4}),
+    ));
+    assert!(r["choices"][0]["finish_reason"].is_string(), "{r}");
+    let (code, err, _) = server
+        .post(
+            "/v1/chat/completions",
+            &ask(
+                0,
+                json!({"tools": tools, "tool_choice": allow(&["search"], "auto")}),
+            ),
+        )
+        .unwrap_err();
+    assert_eq!(code, 400);
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`search`, which is not in `tools`"),
+        "{err}"
+    );
+
     // Cut off by max_tokens: a length finish, never a malformed call.
     let r = server.chat(&ask(
         1,

@@ -227,7 +227,27 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             "temperature",
         ),
         ("/api/generate", r#"{"prompt": 5}"#, "prompt"),
-        ("/v1/responses", r#"{"instructions": "x"}"#, "input"),
+        (
+            "/v1/responses",
+            r#"{"instructions": "x"}"#,
+            "`input` is missing",
+        ),
+        (
+            "/v1/responses",
+            r#"{"prompt": {"id": "pmpt_1"}}"#,
+            "`prompt` (a prompt template stored by OpenAI) is not served",
+        ),
+        (
+            "/v1/responses",
+            r#"{"input": "x", "conversation": "conv_1"}"#,
+            "`conversation` (a conversation kept by",
+        ),
+        (
+            "/v1/responses",
+            r#"{"input": "x", "tools": [{"type": "function", "name": "f"}],
+                "tool_choice": {"type": "allowed_tools", "mode": "sometimes", "tools": []}}"#,
+            "`tool_choice` is",
+        ),
         (
             "/v1/responses",
             r#"{"input": "x", "previous_response_id": "resp_1"}"#,

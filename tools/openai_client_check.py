@@ -9,7 +9,8 @@ output parsed into a Pydantic model, logprobs with top_logprobs, and the Respons
 (with `responses.input_tokens.count` against the usage of the same request; a conversation
 continued by `previous_response_id`, against the same conversation sent whole, then
 `responses.retrieve`, `input_items.list` and `delete`; and Codex's request shape: a custom
-`apply_patch` tool with a Lark grammar, a regex-format tool, and the hosted `web_search`). Starts the server itself on a
+`apply_patch` tool with a Lark grammar, a regex-format tool, and the hosted `web_search`;
+log-probabilities over the Responses API against the chat's). Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
@@ -163,6 +164,22 @@ def agent_checks(client):
                           "chat_prompt_tokens": chat_cont.usage.prompt_tokens}
     custom_ok = (len(ccalls) == 1 and ccalls[0].input == out["custom_tool"]["chat_input"] and input_deltas >= 1
                  and out["custom_tool"]["streamed_same"] and cont.usage.input_tokens == chat_cont.usage.prompt_tokens)
+    # Log-probabilities over the Responses API (`include` and `top_logprobs`): the chat's
+    # for the same conversation, and streamed with the text deltas.
+    lp_args = dict(model="any", input="Name a colour.", max_output_tokens=6, temperature=0, top_logprobs=2,
+                   include=["message.output_text.logprobs"], store=False)
+    rl = client.responses.create(**lp_args)
+    cl = client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Name a colour."}],
+                                        max_tokens=6, temperature=0, logprobs=True, top_logprobs=2)
+    r_lp = [(x.token, x.logprob, [t.token for t in x.top_logprobs])
+            for o in rl.output if o.type == "message" for x in o.content[0].logprobs]
+    c_lp = [(x.token, x.logprob, [t.token for t in x.top_logprobs]) for x in cl.choices[0].logprobs.content]
+    with client.responses.stream(**lp_args) as s:
+        streamed_lp = [x.token for ev in s if ev.type == "response.output_text.delta" for x in ev.logprobs]
+    out["responses_logprobs"] = {"tokens": [t for t, _, _ in r_lp], "same_as_chat": r_lp == c_lp,
+                                 "streamed": streamed_lp}
+    logprobs_ok = (r_lp == c_lp and len(r_lp) == rl.usage.output_tokens
+                   and streamed_lp == [t for t, _, _ in r_lp])
     # Codex's request shape: a function, its `apply_patch` as a custom tool with a Lark
     # grammar, and the hosted `web_search` (left out: this server runs no hosted tools). A
     # call's input is a sentence of the grammar whatever the weights; a regex format
@@ -266,7 +283,7 @@ def agent_checks(client):
                  and got.output_text == chained.output_text and len(listed.data) == 1 and gone and broken_refused)
     responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
                     and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok and custom_ok
-                    and codex_ok)
+                    and codex_ok and logprobs_ok)
     out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
                          and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
                          and all(p is not None for p in pets)

@@ -25,6 +25,9 @@ pub enum ToolChoice {
     Required,
     /// The reply is a call of this tool.
     Function(String),
+    /// The reply may call only these tools (all are shown to the model); with `required`,
+    /// it is a call of one of them.
+    Allowed { names: Vec<String>, required: bool },
 }
 
 /// The shape of a plain reply.
@@ -254,10 +257,12 @@ impl<'a> CustomTool<'a> {
                 let syntax = match g.and_then(|g| g.get("syntax")).and_then(Value::as_str) {
                     Some("lark") => CustomSyntax::Lark,
                     Some("regex") => CustomSyntax::Regex,
-                    other => return Err(ApiError::bad_request(format!(
+                    other => {
+                        return Err(ApiError::bad_request(format!(
                         "`tools[{i}].custom.format.grammar.syntax` is {}: use `lark` or `regex`",
                         other.map_or("missing".to_string(), |s| format!("`{s}`"))
-                    ))),
+                    )))
+                    }
                 };
                 Some((syntax, definition))
             }
@@ -408,7 +413,9 @@ impl OutputAsk {
         let constrained_call = tools_on
             && matches!(
                 self.tool_choice,
-                ToolChoice::Required | ToolChoice::Function(_)
+                ToolChoice::Required
+                    | ToolChoice::Function(_)
+                    | ToolChoice::Allowed { required: true, .. }
             );
         if self.grammar.is_some() && (format.is_some() || constrained_call) {
             return Err(ApiError::bad_request(
@@ -427,6 +434,20 @@ impl OutputAsk {
                 })?;
                 vec![t.clone()]
             }
+            ToolChoice::Allowed { names, .. } => names
+                .iter()
+                .map(|name| {
+                    self.tools
+                        .iter()
+                        .find(|t| &t.name == name)
+                        .cloned()
+                        .ok_or_else(|| {
+                            ApiError::bad_request(format!(
+                                "`tool_choice` allows `{name}`, which is not in `tools`"
+                            ))
+                        })
+                })
+                .collect::<Result<_, _>>()?,
             _ => self.tools.clone(),
         };
         let tags = loaded.chat.reasoning_tags(prompt.unwrap_or(""));

@@ -34,7 +34,8 @@ use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{
     self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
 };
-use crate::openai::wire::{new_id, now, ToolChoice};
+use crate::openai::top_logprobs;
+use crate::openai::wire::{chat_logprob, new_id, now, tool_choice};
 use crate::openai::OpenAiError;
 use crate::output::{self, custom_input, CustomSyntax, Format, OutputAsk, ReasoningEffort};
 use crate::response_store::StoreError;
@@ -68,7 +69,11 @@ struct TextOptions {
 
 #[derive(Debug, Clone, Deserialize)]
 struct ResponsesRequest {
-    input: Input,
+    input: Option<Input>,
+    /// A stored prompt template (OpenAI's `prompt: {"id"}`): refused, naming it.
+    prompt: Option<Value>,
+    /// A Conversations API conversation: refused, naming it (it lives on OpenAI's side).
+    conversation: Option<Value>,
     instructions: Option<String>,
     tools: Option<Vec<Value>>,
     tool_choice: Option<Value>,
@@ -84,6 +89,11 @@ struct ResponsesRequest {
     previous_response_id: Option<String>,
     /// Keep the response for `previous_response_id` and `GET` (OpenAI's default: true).
     store: Option<bool>,
+    /// Extra output: `message.output_text.logprobs` is read (the others need nothing:
+    /// `reasoning.encrypted_content` has no encrypted form here).
+    include: Option<Vec<String>>,
+    /// Alternatives per token with the log-probabilities (0 to 20).
+    top_logprobs: Option<u32>,
     /// llama-server's reasoning budget, as the chat endpoint takes it.
     #[serde(flatten)]
     budget: output::WireBudget,
@@ -109,7 +119,21 @@ fn item_text(content: &Value) -> String {
 /// The request's own input items, a string input as a user message; each message without
 /// an id gets one, as OpenAI lists stored input items with theirs.
 fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError> {
-    let mut items = match &req.input {
+    if req.conversation.is_some() {
+        return Err(ApiError::bad_request(
+            "`conversation` (a conversation kept by OpenAI's Conversations API) is not served: continue with `previous_response_id`, or send the whole conversation in `input`",
+        ));
+    }
+    let input = match (&req.input, &req.prompt) {
+        (Some(i), _) => i,
+        (None, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "`prompt` (a prompt template stored by OpenAI) is not served: send the text in `instructions` and `input`",
+            ))
+        }
+        (None, None) => return Err(ApiError::bad_request("`input` is missing: send a string or a list of items")),
+    };
+    let mut items = match input {
         Input::Text(t) => vec![json!({"type": "message", "role": "user",
             "content": [{"type": "input_text", "text": t}]})],
         Input::Items(v) => v.clone(),
@@ -453,10 +477,17 @@ impl TextItem {
         }
     }
 
-    /// Its content part holding `text`.
-    fn part(self, text: &str) -> Value {
+    /// Its content part holding `text` (a message's with the reply's token `logprobs`,
+    /// when asked for).
+    fn part(self, text: &str, logprobs: Option<&[Value]>) -> Value {
         match self {
-            TextItem::Message => json!({"type": "output_text", "text": text, "annotations": []}),
+            TextItem::Message => {
+                let mut p = json!({"type": "output_text", "text": text, "annotations": []});
+                if let Some(l) = logprobs {
+                    p["logprobs"] = json!(l);
+                }
+                p
+            }
             TextItem::Reasoning => json!({"type": "reasoning_text", "text": text}),
         }
     }
@@ -473,8 +504,8 @@ impl TextItem {
     }
 
     /// The finished item holding `text`.
-    fn done(self, id: &str, text: &str) -> Value {
-        self.item(id, vec![self.part(text)], "completed")
+    fn done(self, id: &str, text: &str, logprobs: Option<&[Value]>) -> Value {
+        self.item(id, vec![self.part(text, logprobs)], "completed")
     }
 
     /// The stream events of its text: a delta, and the whole text once done.
@@ -542,15 +573,12 @@ async fn responses(
     let items = conversation(&state, &req, own.clone())?;
     let chat = chat_input(&req, &items)?;
     let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
-    let choice: output::ToolChoice = match &req.tool_choice {
-        None => output::ToolChoice::Auto,
-        Some(Value::Object(o)) if o.get("name").is_some() => {
-            output::ToolChoice::Function(o["name"].as_str().unwrap_or("").to_string())
-        }
-        Some(v) => serde_json::from_value::<ToolChoice>(v.clone())
-            .map(|c| (&c).into())
-            .map_err(|_| ApiError::bad_request("`tool_choice` must be auto, none, required or {\"type\": \"function\", \"name\": ...}"))?,
-    };
+    let choice = req
+        .tool_choice
+        .as_ref()
+        .map(tool_choice)
+        .transpose()?
+        .unwrap_or_default();
     let ask = OutputAsk {
         tools: match &chat_shaped {
             Some(t) => output::openai_tools(t)?,
@@ -569,7 +597,16 @@ async fn responses(
         seed: req.seed,
         ..Default::default()
     };
-    let p = prepare_chat(loaded, &chat, &ask, &asked)?;
+    let asks_logprobs = req
+        .include
+        .iter()
+        .flatten()
+        .any(|i| i == "message.output_text.logprobs");
+    let logprobs = top_logprobs(
+        asks_logprobs || req.top_logprobs.is_some(),
+        req.top_logprobs,
+    )?;
+    let p = prepare_chat(loaded, &chat, &ask, &asked)?.with_logprobs(logprobs);
     let keep = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
     let meta = ResponseMeta {
         custom_tools: output::custom_tool_names(chat_shaped.as_ref()),
@@ -581,17 +618,19 @@ async fn responses(
     };
     let rx = submit(&state, p)?;
     if req.stream {
-        return Ok(Sse::new(sse(rx, meta))
+        return Ok(Sse::new(sse(rx, meta, logprobs))
             .keep_alive(KeepAlive::default())
             .into_response());
     }
     let c = collect(rx).await?;
     let mut output = Vec::new();
     if !c.reasoning.is_empty() {
-        output.push(TextItem::Reasoning.done(&new_id("rs"), &c.reasoning));
+        output.push(TextItem::Reasoning.done(&new_id("rs"), &c.reasoning, None));
     }
     if !c.text.trim().is_empty() || c.tool_calls.is_empty() {
-        output.push(TextItem::Message.done(&new_id("msg"), &c.text));
+        let logprobs: Option<Vec<Value>> =
+            logprobs.map(|_| c.logprobs.iter().map(chat_logprob).collect());
+        output.push(TextItem::Message.done(&new_id("msg"), &c.text, logprobs.as_deref()));
     }
     output.extend(
         c.tool_calls
@@ -667,6 +706,9 @@ struct StreamState {
     open: Option<(TextItem, String, usize, String)>,
     output: Vec<Value>,
     finished: bool,
+    /// The reply's token log-probabilities, when asked for: all so far, and the index of
+    /// the first not yet sent with a text delta.
+    logprobs: Option<(Vec<Value>, usize)>,
 }
 
 impl StreamState {
@@ -685,12 +727,13 @@ impl StreamState {
                 kind.text_events().1,
                 json!({"item_id": id, "output_index": index, "content_index": 0, "text": text}),
             );
+            let logprobs = self.message_logprobs(kind);
             self.emit(
                 "response.content_part.done",
                 json!({"item_id": id, "output_index": index, "content_index": 0,
-                       "part": kind.part(&text)}),
+                       "part": kind.part(&text, logprobs.as_deref())}),
             );
-            let item = kind.done(&id, &text);
+            let item = kind.done(&id, &text, logprobs.as_deref());
             self.emit(
                 "response.output_item.done",
                 json!({"output_index": index, "item": item}),
@@ -714,7 +757,7 @@ impl StreamState {
             self.emit(
                 "response.content_part.added",
                 json!({"item_id": id, "output_index": index, "content_index": 0,
-                       "part": kind.part("")}),
+                       "part": kind.part("", self.logprobs.as_ref().map(|_| &[][..]))}),
             );
             self.open = Some((kind, id, index, String::new()));
         }
@@ -722,8 +765,23 @@ impl StreamState {
             return;
         };
         text.push_str(t);
-        let delta = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t});
+        let mut delta =
+            json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t});
+        // A message's delta carries the log-probabilities of the tokens since the last one.
+        if let (TextItem::Message, Some((all, sent))) = (kind, &mut self.logprobs) {
+            delta["logprobs"] = json!(all[*sent..]);
+            *sent = all.len();
+        }
         self.emit(kind.text_events().0, delta);
+    }
+
+    /// The log-probabilities a finished `kind` item's text part carries: a message's, all
+    /// of the reply's so far, when asked for.
+    fn message_logprobs(&self, kind: TextItem) -> Option<Vec<Value>> {
+        match (kind, &self.logprobs) {
+            (TextItem::Message, Some((all, _))) => Some(all.clone()),
+            _ => None,
+        }
     }
 
     fn encode_event(&mut self, ev: Event) {
@@ -779,7 +837,12 @@ impl StreamState {
                 );
                 self.output.push(done);
             }
-            Event::Logprob(_) | Event::Progress(_) => {}
+            Event::Logprob(l) => {
+                if let Some((all, _)) = &mut self.logprobs {
+                    all.push(chat_logprob(&l));
+                }
+            }
+            Event::Progress(_) => {}
             Event::Done {
                 finish_reason,
                 completion_tokens,
@@ -813,6 +876,7 @@ impl StreamState {
 fn sse(
     rx: UnboundedReceiver<Event>,
     meta: ResponseMeta,
+    logprobs: Option<usize>,
 ) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
     let state = StreamState {
         meta,
@@ -822,6 +886,7 @@ fn sse(
         open: None,
         output: Vec::new(),
         finished: false,
+        logprobs: logprobs.map(|_| (Vec::new(), 0)),
     };
     crate::sse::stream(rx, state)
 }

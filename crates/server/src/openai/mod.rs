@@ -201,7 +201,10 @@ fn chat_messages(messages: &[wire::Message]) -> std::result::Result<Vec<Value>, 
 }
 
 /// The number of alternatives per token asked for, checked (OpenAI allows 0 to 20).
-fn top_logprobs(on: bool, top: Option<u32>) -> std::result::Result<Option<usize>, ApiError> {
+pub(crate) fn top_logprobs(
+    on: bool,
+    top: Option<u32>,
+) -> std::result::Result<Option<usize>, ApiError> {
     match (on, top) {
         (false, None) => Ok(None),
         (false, Some(_)) => Err(ApiError::bad_request(
@@ -288,7 +291,12 @@ async fn chat(
         None => Vec::new(),
     };
     let ask = OutputAsk {
-        tool_choice: req.tool_choice.as_ref().map(Into::into).unwrap_or_default(),
+        tool_choice: req
+            .tool_choice
+            .as_ref()
+            .map(wire::tool_choice)
+            .transpose()?
+            .unwrap_or_default(),
         parallel_tool_calls: req.parallel_tool_calls.unwrap_or(false),
         tools,
         format: req.constraints.format(),

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use epm_engine::generation::{TokenLogprob, TokenText};
 
+use crate::error::ApiError;
 use crate::generation::{Asked, SamplerExtras, WirePrompt};
 use crate::output;
 
@@ -87,44 +88,57 @@ impl Sampling {
     }
 }
 
-/// `tool_choice`: `"none"`, `"auto"`, `"required"`, `{"type": "function", "function":
-/// {"name": ...}}` or `{"type": "custom", "custom": {"name": ...}}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum ToolChoice {
-    Mode(ToolChoiceMode),
-    Named {
-        function: NamedFunction,
-    },
-    /// `{"type": "custom", "custom": {"name": ...}}`.
-    NamedCustom {
-        custom: NamedFunction,
-    },
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolChoiceMode {
-    None,
-    Auto,
-    Required,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct NamedFunction {
-    pub name: String,
-}
-
-impl From<&ToolChoice> for output::ToolChoice {
-    fn from(c: &ToolChoice) -> output::ToolChoice {
-        match c {
-            ToolChoice::Mode(ToolChoiceMode::None) => output::ToolChoice::None,
-            ToolChoice::Mode(ToolChoiceMode::Auto) => output::ToolChoice::Auto,
-            ToolChoice::Mode(ToolChoiceMode::Required) => output::ToolChoice::Required,
-            ToolChoice::Named { function: f } | ToolChoice::NamedCustom { custom: f } => {
-                output::ToolChoice::Function(f.name.clone())
+/// OpenAI's `tool_choice`, in either API's shape: `"none"`, `"auto"`, `"required"`; a named
+/// function (`{"type": "function", "function": {"name"}}`, flat `{"type": "function",
+/// "name"}` in Responses) or custom tool (`{"type": "custom", "custom": {"name"}}` or flat);
+/// or `{"type": "allowed_tools", "allowed_tools": {"mode": "auto" | "required", "tools":
+/// [...]}}` (its fields flat in Responses), the tools the reply may call, the others still
+/// shown to the model.
+pub fn tool_choice(v: &Value) -> Result<output::ToolChoice, ApiError> {
+    let wrong = || {
+        ApiError::bad_request(format!(
+            "`tool_choice` is {v}: use \"none\", \"auto\", \"required\", {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, {{\"type\": \"custom\", \"custom\": {{\"name\": ...}}}} or {{\"type\": \"allowed_tools\", \"allowed_tools\": {{\"mode\": \"auto\", \"tools\": [...]}}}}"
+        ))
+    };
+    // A named tool: its name nested under its type (Chat Completions) or flat (Responses).
+    let name_of = |t: &Value| -> Option<String> {
+        let kind = t.get("type").and_then(Value::as_str)?;
+        t.get(kind)
+            .and_then(|n| n.get("name"))
+            .or_else(|| t.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match v {
+        Value::String(s) => match s.as_str() {
+            "none" => Ok(output::ToolChoice::None),
+            "auto" => Ok(output::ToolChoice::Auto),
+            "required" => Ok(output::ToolChoice::Required),
+            _ => Err(wrong()),
+        },
+        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
+            Some("function" | "custom") => name_of(v)
+                .map(output::ToolChoice::Function)
+                .ok_or_else(wrong),
+            Some("allowed_tools") => {
+                let a = o.get("allowed_tools").unwrap_or(v);
+                let required = match a.get("mode").and_then(Value::as_str) {
+                    Some("auto") => false,
+                    Some("required") => true,
+                    _ => return Err(wrong()),
+                };
+                let names = a
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .ok_or_else(wrong)?
+                    .iter()
+                    .map(|t| name_of(t).ok_or_else(wrong))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(output::ToolChoice::Allowed { names, required })
             }
-        }
+            _ => Err(wrong()),
+        },
+        _ => Err(wrong()),
     }
 }
 
@@ -211,7 +225,8 @@ pub struct ChatRequest {
     /// The newer name of `max_tokens`.
     pub max_completion_tokens: Option<u32>,
     pub tools: Option<Value>,
-    pub tool_choice: Option<ToolChoice>,
+    /// Read by [`tool_choice`].
+    pub tool_choice: Option<Value>,
     pub parallel_tool_calls: Option<bool>,
     pub reasoning_format: Option<ReasoningFormat>,
     pub logprobs: Option<bool>,
@@ -503,6 +518,7 @@ pub fn now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn unknown_fields_are_ignored_and_wrong_types_are_not() {
@@ -520,5 +536,48 @@ mod tests {
         let c: CompletionRequest =
             serde_json::from_str(r#"{"prompt":["a"],"stop":["x","y"]}"#).unwrap();
         assert!(matches!(c.prompt, WirePrompt::Texts(_)));
+    }
+
+    #[test]
+    fn tool_choice_is_read_in_either_apis_shape() {
+        use output::ToolChoice as T;
+        let read = |v: Value| tool_choice(&v);
+        assert_eq!(read(json!("required")).unwrap(), T::Required);
+        let f = T::Function("f".into());
+        for v in [
+            json!({"type": "function", "function": {"name": "f"}}),
+            json!({"type": "function", "name": "f"}),
+            json!({"type": "custom", "custom": {"name": "f"}}),
+            json!({"type": "custom", "name": "f"}),
+        ] {
+            assert_eq!(read(v).unwrap(), f);
+        }
+        let allowed = |required| T::Allowed {
+            names: vec!["f".into(), "p".into()],
+            required,
+        };
+        assert_eq!(
+            read(json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+                {"type": "function", "function": {"name": "f"}}, {"type": "custom", "custom": {"name": "p"}}]}}))
+            .unwrap(),
+            allowed(true)
+        );
+        assert_eq!(
+            read(json!({"type": "allowed_tools", "mode": "auto", "tools": [
+                {"type": "function", "name": "f"}, {"type": "custom", "name": "p"}]}))
+            .unwrap(),
+            allowed(false)
+        );
+        for bad in [
+            json!("sometimes"),
+            json!(3),
+            json!({"type": "function"}),
+            json!({"type": "allowed_tools", "mode": "never", "tools": []}),
+            json!({"type": "allowed_tools", "mode": "auto"}),
+            json!({"type": "web_search"}),
+        ] {
+            let e = read(bad.clone()).expect_err(&bad.to_string());
+            assert!(e.message.contains("allowed_tools"), "{bad}: {}", e.message);
+        }
     }
 }
