@@ -259,6 +259,12 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             "`tools[0].name` is missing",
         ),
         (
+            "/v1/messages",
+            r#"{"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+                "mcp_servers": [{"type": "url", "url": "https://example.org/mcp", "name": "x"}]}"#,
+            "`mcp_servers`: this server connects to no MCP servers",
+        ),
+        (
             "/v1/chat/completions",
             r#"{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom",
                 "custom": {"name": "p", "format": {"type": "grammar", "grammar": {"definition": "start: /a/"}}}}]}"#,
@@ -681,6 +687,63 @@ fn token_counts_are_the_prompt_each_request_evaluates() {
         .as_u64()
         .unwrap();
     assert!(plain < counted, "{plain} vs {counted}");
+
+    // The text a text model reads in Anthropic's other blocks: a document with a text or
+    // content source (after its title and context) and a search result, in a message or
+    // a tool result; a PDF is a 400 that says to send its text.
+    let count = |content: Value| {
+        ok(
+            "/v1/messages/count_tokens",
+            json!({"model": "m", "messages": [{"role": "user", "content": content}]}),
+        )["input_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    let doc = json!({"type": "document", "title": "Notes", "context": "From the wiki",
+        "source": {"type": "text", "media_type": "text/plain", "data": "Paris is in France."}});
+    let question = json!({"type": "text", "text": "Where is Paris?"});
+    assert_eq!(
+        count(json!([doc, question])),
+        count(json!(
+            "Notes\nFrom the wiki\nParis is in France.\n\nWhere is Paris?"
+        ))
+    );
+    let content_doc = json!({"type": "document", "source": {"type": "content",
+        "content": [{"type": "text", "text": "Paris is in France."}]}});
+    assert_eq!(
+        count(json!([content_doc, question])),
+        count(json!("Paris is in France.\n\nWhere is Paris?"))
+    );
+    let found = json!({"type": "search_result", "title": "Paris", "source": "https://example.org/paris",
+        "content": [{"type": "text", "text": "Paris is in France."}]});
+    assert_eq!(
+        count(json!([found, question])),
+        count(json!(
+            "Paris\nhttps://example.org/paris\nParis is in France.\n\nWhere is Paris?"
+        ))
+    );
+    let in_result = |content: Value| {
+        ok("/v1/messages/count_tokens", json!({"model": "m",
+            "tools": [{"name": "search", "input_schema": {"type": "object"}}],
+            "messages": [{"role": "user", "content": "Where is Paris?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": content}]}]}))
+            ["input_tokens"].as_u64().unwrap()
+    };
+    assert_eq!(
+        in_result(json!([found])),
+        in_result(json!(
+            "Paris\nhttps://example.org/paris\nParis is in France.\n\n"
+        ))
+    );
+    let pdf = json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}]}]});
+    let (code, v) = post_raw(&server, "/v1/messages/count_tokens", &pdf.to_string(), None);
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/messages", &v).contains("send its text"),
+        "{v}"
+    );
 
     // Longer than the 512-token context: counted, while the chat itself is a 400.
     let long = json!({"messages": [{"role": "user", "content": "rivers of Europe ".repeat(300)}]});

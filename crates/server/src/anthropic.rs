@@ -136,6 +136,8 @@ struct MessagesRequest {
     system: Option<System>,
     messages: Vec<Message>,
     tools: Option<Vec<Value>>,
+    /// The MCP connector beta's servers, which Anthropic's API connects to: refused.
+    mcp_servers: Option<Vec<Value>>,
     tool_choice: Option<WireToolChoice>,
     temperature: Option<f32>,
     top_p: Option<f32>,
@@ -189,20 +191,53 @@ impl Effort {
     }
 }
 
+/// The text of a block's content: a string, blocks (each as [`readable_text`] reads it),
+/// or a block.
 fn block_text(b: &Value) -> String {
     match b {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts.iter().map(block_text).collect::<Vec<_>>().join(""),
-        v => v
-            .get("text")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
+        v => readable_text(v).unwrap_or_default(),
+    }
+}
+
+/// The text a text model reads in a block: a `text` block's; a `document` block whose
+/// source is text (`{"type": "text", "data"}`) or blocks (`{"type": "content"}`), after its
+/// `title` and `context`; a `search_result` block's title, source and content. `None`
+/// for a block that is not text (an image, a PDF).
+fn readable_text(b: &Value) -> Option<String> {
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let headed = |head: Vec<String>, body: String| {
+        let mut parts: Vec<String> = head.into_iter().filter(|h| !h.is_empty()).collect();
+        parts.push(body);
+        format!("{}\n\n", parts.join("\n"))
+    };
+    match b.get("type").and_then(Value::as_str)? {
+        "text" => Some(field(b, "text")),
+        "document" => {
+            let source = b.get("source")?;
+            let body = match source.get("type").and_then(Value::as_str)? {
+                "text" => field(source, "data"),
+                "content" => block_text(source.get("content").unwrap_or(&Value::Null)),
+                _ => return None,
+            };
+            Some(headed(vec![field(b, "title"), field(b, "context")], body))
+        }
+        "search_result" => Some(headed(
+            vec![field(b, "title"), field(b, "source")],
+            block_text(b.get("content").unwrap_or(&Value::Null)),
+        )),
+        _ => None,
     }
 }
 
 /// The request's conversation as the chat template's (OpenAI-shaped) messages.
 fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, ApiError> {
+    if req.mcp_servers.as_ref().is_some_and(|m| !m.is_empty()) {
+        return Err(ApiError::bad_request(
+            "`mcp_servers`: this server connects to no MCP servers (Anthropic's API does); connect them in your client and send their tools in `tools`",
+        ));
+    }
     let mut out = Vec::new();
     match &req.system {
         Some(System::Text(s)) => out.push(json!({"role": "system", "content": s})),
@@ -243,15 +278,23 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
                     "tool_call_id": b.get("tool_use_id").cloned().unwrap_or(Value::Null),
                     "content": block_text(b.get("content").unwrap_or(&Value::Null)),
                 })),
-                ("image" | "document", _) => {
+                ("document" | "search_result", Role::User) if readable_text(b).is_some() => {
+                    text.push_str(&readable_text(b).unwrap_or_default())
+                }
+                ("image", _) => {
                     return Err(ApiError::bad_request(format!(
-                        "`messages[{i}].content[{j}]` is an {kind} block, but this model is text-only: send text blocks only"
+                        "`messages[{i}].content[{j}]` is an image block, but this model is text-only: send text blocks only"
+                    )))
+                }
+                ("document", _) => {
+                    return Err(ApiError::bad_request(format!(
+                        "`messages[{i}].content[{j}]` is a document whose source is not text (a PDF or a file), but this model reads text only: send its text (`\"source\": {{\"type\": \"text\", \"media_type\": \"text/plain\", \"data\": ...}}`)"
                     )))
                 }
                 (k, _) => {
                     return Err(ApiError::bad_request(format!(
-                        "`messages[{i}].content[{j}].type` is `{k}`, which a {} message cannot hold",
-                        if m.role == Role::User { "user" } else { "assistant" }
+                        "`messages[{i}].content[{j}].type` is `{k}`, which {} message cannot hold",
+                        if m.role == Role::User { "a user" } else { "an assistant" }
                     )))
                 }
             }
