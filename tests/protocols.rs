@@ -228,6 +228,16 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
         ),
         ("/api/generate", r#"{"prompt": 5}"#, "prompt"),
         (
+            "/api/generate",
+            r#"{"prompt": "x", "context": [1, 2, 3]}"#,
+            "`context` (Ollama's deprecated token history) is not served",
+        ),
+        (
+            "/api/chat",
+            r#"{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}"#,
+            "`top_logprobs` needs `logprobs: true`",
+        ),
+        (
             "/v1/responses",
             r#"{"instructions": "x"}"#,
             "`input` is missing",

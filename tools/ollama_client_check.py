@@ -3,7 +3,8 @@
 install ollama): chat streamed and not, generate, sampling options, loading only (no
 messages, no prompt), fill-in-the-middle with `suffix` (the same text as OpenAI's
 completions give for it), list, show (with the `insert` capability), ps, chat with `format=` a JSON
-schema (validated with jsonschema) and chat with tools. Starts the server on a free loopback
+schema (validated with jsonschema), chat with tools, and log-probabilities (the same as the
+OpenAI chat's for the conversation, streamed too). Starts the server on a free loopback
 port; the record goes to --out.
 
     python3 tools/ollama_client_check.py [--bin target/release/epm-run] [--out F]
@@ -78,6 +79,20 @@ def main():
             openai_text = json.load(resp)["choices"][0]["text"]
         checks["suffix"] = {"response": fim.response, "done_reason": fim.done_reason,
                             "same_as_openai_completions": fim.response == openai_text}
+        # Log-probabilities (`logprobs`, `top_logprobs`): the OpenAI chat's for the same
+        # conversation, and streamed with the lines.
+        lp = client.chat(model="m", messages=msgs, options=greedy, logprobs=True, top_logprobs=2)
+        lp_tokens = [(x.token, x.logprob, [t.token for t in x.top_logprobs]) for x in lp.logprobs]
+        streamed_lp = [x.token for part in client.chat(model="m", messages=msgs, options=greedy, logprobs=True,
+                                                       top_logprobs=2, stream=True) for x in (part.logprobs or [])]
+        body = json.dumps({"messages": msgs, "max_tokens": 12, "temperature": 0, "logprobs": True,
+                           "top_logprobs": 2}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        openai_lp = [(x["token"], x["logprob"], [t["token"] for t in x["top_logprobs"]])
+                     for x in json.load(urllib.request.urlopen(req))["choices"][0]["logprobs"]["content"]]
+        checks["logprobs"] = {"tokens": [t for t, _, _ in lp_tokens], "same_as_openai": lp_tokens == openai_lp,
+                              "streamed_same": streamed_lp == [t for t, _, _ in lp_tokens]}
         checks["list"] = [m.model for m in client.list().models]
         s = client.show("m")
         checks["show"] = {"family": s.details.family, "quantization": s.details.quantization_level,
@@ -111,6 +126,8 @@ def main():
           and "insert" in checks["show"]["capabilities"]
           and checks["think"]["high"] == checks["think"]["True"] != checks["think"]["False"]
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
+          and checks["logprobs"]["same_as_openai"] and checks["logprobs"]["streamed_same"]
+          and len(checks["logprobs"]["tokens"]) == 12
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",
               "command": "python3 tools/ollama_client_check.py " + " ".join(sys.argv[1:]),

@@ -24,6 +24,7 @@ use crate::generation::{
     self, collect, loaded, prepare, prepare_chat, submit, Asked, ChatInput, SamplerExtras,
     WirePrompt,
 };
+use crate::openai::wire::chat_logprob;
 use crate::output::{self, Format, OutputAsk, ReasoningEffort, ReasoningFormat};
 use crate::state::AppState;
 
@@ -89,6 +90,24 @@ struct ChatRequest {
     think: Option<Value>,
     /// `0` asks to unload the model; as it stays loaded here, only the answer differs.
     keep_alive: Option<Value>,
+    #[serde(flatten)]
+    logprobs: Logprobs,
+}
+
+/// Log-probabilities of the reply's tokens (Ollama 0.12's `logprobs`, `top_logprobs`).
+#[derive(Debug, Clone, Default, Deserialize)]
+struct Logprobs {
+    #[serde(default)]
+    logprobs: bool,
+    top_logprobs: Option<u32>,
+}
+
+impl Logprobs {
+    /// The alternatives per token, when asked for (checked as OpenAI's: 0 to 20, and only
+    /// with `logprobs`).
+    fn asked(&self) -> std::result::Result<Option<usize>, ApiError> {
+        crate::openai::top_logprobs(self.logprobs, self.top_logprobs)
+    }
 }
 
 /// `think`: on or off, or a level (`"low"`, `"medium"`, `"high"`: thinking on, and the level
@@ -116,6 +135,11 @@ struct GenerateRequest {
     suffix: Option<String>,
     /// `0` asks to unload the model; as it stays loaded here, only the answer differs.
     keep_alive: Option<Value>,
+    /// The token ids a previous `/api/generate` returned, to continue from: refused (no
+    /// answer here returns them).
+    context: Option<Vec<Value>>,
+    #[serde(flatten)]
+    logprobs: Logprobs,
 }
 
 fn format(f: &Option<Value>) -> std::result::Result<Format, ApiError> {
@@ -255,12 +279,13 @@ async fn answer(
     p: generation::Prepared,
     kind: Kind,
     streamed: bool,
+    logprobs: Option<usize>,
 ) -> Result<Response> {
     let started = std::time::Instant::now();
     let model = state.model_name.clone();
-    let rx = submit(state, p)?;
+    let rx = submit(state, p.with_logprobs(logprobs))?;
     if streamed {
-        let body = Body::from_stream(ndjson(rx, kind, model, started));
+        let body = Body::from_stream(ndjson(rx, kind, model, started, logprobs.is_some()));
         return Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response());
     }
     let c = collect(rx).await?;
@@ -285,6 +310,12 @@ async fn answer(
             }
         }
     }
+    if logprobs.is_some() {
+        out.insert(
+            "logprobs".into(),
+            json!(c.logprobs.iter().map(chat_logprob).collect::<Vec<_>>()),
+        );
+    }
     out.insert("done".into(), json!(true));
     out.insert("done_reason".into(), json!(done_reason(&c.finish_reason)));
     out.extend(counts(&c.usage, started));
@@ -297,16 +328,21 @@ fn ndjson(
     kind: Kind,
     model: String,
     started: std::time::Instant,
+    logprobs: bool,
 ) -> impl futures_util::Stream<Item = std::result::Result<Bytes, std::io::Error>> {
     struct S {
         rx: UnboundedReceiver<Event>,
         usage: generation::Usage,
         done: bool,
+        /// The log-probabilities not yet sent (each line carries those before it), when
+        /// asked for.
+        logprobs: Option<Vec<Value>>,
     }
     let s = S {
         rx,
         usage: Default::default(),
         done: false,
+        logprobs: logprobs.then(Vec::new),
     };
     stream::unfold(s, move |mut s| {
         let model = model.clone();
@@ -350,7 +386,13 @@ fn ndjson(
                         s.usage.started(prompt_tokens, cached_tokens);
                         continue;
                     }
-                    Event::Logprob(_) | Event::Progress(_) => continue,
+                    Event::Logprob(l) => {
+                        if let Some(pending) = &mut s.logprobs {
+                            pending.push(chat_logprob(&l));
+                        }
+                        continue;
+                    }
+                    Event::Progress(_) => continue,
                     Event::Text(t) => line.extend(piece(&t, None, None)),
                     Event::Reasoning(t) => line.extend(piece("", Some(&t), None)),
                     Event::ToolCall(c) => {
@@ -373,6 +415,9 @@ fn ndjson(
                         line.insert("error".into(), json!(e.to_string()));
                         s.done = true;
                     }
+                }
+                if let Some(pending) = s.logprobs.as_mut().filter(|_| !line.contains_key("error")) {
+                    line.insert("logprobs".into(), json!(std::mem::take(pending)));
                 }
                 let mut bytes = serde_json::to_vec(&Value::Object(line)).unwrap_or_default();
                 bytes.push(b'\n');
@@ -456,7 +501,14 @@ async fn chat(
         &ask,
         &asked(&req.options, loaded.n_ctx_per_seq)?,
     )?;
-    answer(&state, p, Kind::Chat, req.stream.unwrap_or(true)).await
+    answer(
+        &state,
+        p,
+        Kind::Chat,
+        req.stream.unwrap_or(true),
+        req.logprobs.asked()?,
+    )
+    .await
 }
 
 async fn generate(
@@ -468,6 +520,12 @@ async fn generate(
     if req.images.as_ref().is_some_and(|i| !i.is_empty()) {
         return Err(ApiError::bad_request(
             "`images` is set, but this model is text-only: send text only",
+        )
+        .into());
+    }
+    if req.context.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(ApiError::bad_request(
+            "`context` (Ollama's deprecated token history) is not served: send the conversation to /api/chat as `messages`",
         )
         .into());
     }
@@ -516,7 +574,14 @@ async fn generate(
             &a,
         )?
     };
-    answer(&state, p, Kind::Generate, req.stream.unwrap_or(true)).await
+    answer(
+        &state,
+        p,
+        Kind::Generate,
+        req.stream.unwrap_or(true),
+        req.logprobs.asked()?,
+    )
+    .await
 }
 
 /// The model as `/api/tags` and `/api/ps` list it.
