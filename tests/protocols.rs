@@ -228,6 +228,11 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
         ),
         ("/api/generate", r#"{"prompt": 5}"#, "prompt"),
         (
+            "/completion",
+            r#"{"prompt": "x", "lora": [{"id": 0, "scale": 1.0}]}"#,
+            "`lora`: this server loads no LoRA adapters",
+        ),
+        (
             "/api/generate",
             r#"{"prompt": "x", "context": [1, 2, 3]}"#,
             "`context` (Ollama's deprecated token history) is not served",

@@ -131,6 +131,9 @@ struct Settings {
     /// Answer only these fields (paths such as `timings/prompt_n`), as the keys of a flat
     /// object; not streamed answers.
     response_fields: Option<Vec<String>>,
+    /// LoRA adapters by id and scale (llama-server's `--lora`): none is loaded here, so one
+    /// asked for with a scale is refused rather than left out.
+    lora: Option<Vec<Value>>,
     #[serde(flatten)]
     budget: output::WireBudget,
     #[serde(flatten)]
@@ -274,6 +277,13 @@ async fn complete(
     tokens: Vec<i32>,
     req: Settings,
 ) -> Result<Response> {
+    let scaled = |a: &Value| a.get("scale").and_then(Value::as_f64) != Some(0.0);
+    if req.lora.iter().flatten().any(scaled) {
+        return Err(ApiError::bad_request(
+            "`lora`: this server loads no LoRA adapters (llama-server's `--lora`); leave it out, or give each adapter `\"scale\": 0`",
+        )
+        .into());
+    }
     let ask = OutputAsk {
         format: match &req.json_schema {
             Some(s) => Format::JsonSchema(s.clone()),
