@@ -228,6 +228,11 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
         ),
         ("/api/generate", r#"{"prompt": 5}"#, "prompt"),
         (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"]}"#,
+            "`modalities` asks for more than text",
+        ),
+        (
             "/completion",
             r#"{"prompt": "x", "lora": [{"id": 0, "scale": 1.0}]}"#,
             "`lora`: this server loads no LoRA adapters",

@@ -285,6 +285,12 @@ async fn chat(
         )
         .into());
     }
+    if req.modalities.iter().flatten().any(|m| m != "text") {
+        return Err(ApiError::bad_request(
+            "`modalities` asks for more than text, but this model writes text only: send `[\"text\"]` or leave it out",
+        )
+        .into());
+    }
     let chat = chat_input(&req)?;
     let tools = match &req.tools {
         Some(t) => output::openai_tools(t)?,

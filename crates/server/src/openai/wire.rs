@@ -234,6 +234,9 @@ pub struct ChatRequest {
     /// Extra template variables (`enable_thinking` ...), as llama-server takes them.
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub reasoning_effort: Option<output::ReasoningEffort>,
+    /// Output kinds: an audio reply (`["text", "audio"]`, with `audio`) is refused, as this
+    /// model writes text only.
+    pub modalities: Option<Vec<String>>,
     /// The legacy form of `tools` and `tool_choice`: refused with a pointer to them.
     pub functions: Option<Value>,
     pub function_call: Option<Value>,
