@@ -37,7 +37,7 @@ use crate::generation::{
 use crate::openai::top_logprobs;
 use crate::openai::wire::{chat_logprob, new_id, now, tool_choice};
 use crate::openai::OpenAiError;
-use crate::output::{self, custom_input, CustomSyntax, Format, OutputAsk, ReasoningEffort};
+use crate::output::{self, custom_input, Format, OutputAsk, ReasoningEffort};
 use crate::response_store::StoreError;
 use crate::state::AppState;
 
@@ -318,8 +318,7 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
                 let format = match custom_grammar(t, i)? {
                     None => json!({"type": "text"}),
                     Some((syntax, definition)) => json!({"type": "grammar", "grammar": {
-                        "syntax": if syntax == CustomSyntax::Lark { "lark" } else { "regex" },
-                        "definition": definition}}),
+                        "syntax": syntax, "definition": definition}}),
                 };
                 out.push(json!({"type": "custom", "custom": {
                     "name": t.get("name"), "description": description, "format": format}}));
@@ -351,11 +350,8 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
 }
 
 /// A flat custom tool's grammar, if its `format` gives one (`{"type": "grammar", "syntax",
-/// "definition"}`); `None` for free text.
-fn custom_grammar(
-    t: &Value,
-    i: usize,
-) -> std::result::Result<Option<(CustomSyntax, &str)>, ApiError> {
+/// "definition"}`): its syntax (`lark` or `regex`) and text; `None` for free text.
+fn custom_grammar(t: &Value, i: usize) -> std::result::Result<Option<(&str, &str)>, ApiError> {
     match t.pointer("/format/type").and_then(Value::as_str) {
         None | Some("text") => Ok(None),
         Some("grammar") => {
@@ -368,8 +364,7 @@ fn custom_grammar(
                     ))
                 })?;
             match t.pointer("/format/syntax").and_then(Value::as_str) {
-                Some("lark") => Ok(Some((CustomSyntax::Lark, definition))),
-                Some("regex") => Ok(Some((CustomSyntax::Regex, definition))),
+                Some(syntax @ ("lark" | "regex")) => Ok(Some((syntax, definition))),
                 other => Err(ApiError::bad_request(format!(
                     "`tools[{i}].format.syntax` is {}: use `lark` or `regex`",
                     other.map_or("missing".to_string(), |s| format!("`{s}`"))
