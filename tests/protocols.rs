@@ -756,6 +756,28 @@ fn token_counts_are_the_prompt_each_request_evaluates() {
             "Paris\nhttps://example.org/paris\nParis is in France.\n\n"
         ))
     );
+    // A Claude conversation's history with server tools: the call is left out, its results
+    // are text in the assistant's turn.
+    let history = |assistant: Value| {
+        ok(
+            "/v1/messages/count_tokens",
+            json!({"model": "m", "messages": [
+            {"role": "user", "content": "Where is Paris?"},
+            {"role": "assistant", "content": assistant},
+            {"role": "user", "content": "Thanks."}]}),
+        )["input_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(
+        history(json!([
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "Paris"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+                {"type": "web_search_result", "title": "Paris", "url": "https://example.org/paris",
+                 "encrypted_content": "x"}]},
+            {"type": "text", "text": "In France."}])),
+        history(json!("Paris (https://example.org/paris)\n\nIn France."))
+    );
     let pdf = json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "document",
         "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}]}]});
     let (code, v) = post_raw(&server, "/v1/messages/count_tokens", &pdf.to_string(), None);

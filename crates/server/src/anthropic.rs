@@ -231,6 +231,32 @@ fn readable_text(b: &Value) -> Option<String> {
     }
 }
 
+/// The text of a server tool's result block in a Claude conversation's history: a web
+/// search's results as their titles and addresses, another's content as text.
+fn server_tool_result_text(b: &Value) -> String {
+    let content = b.get("content").unwrap_or(&Value::Null);
+    let found: Vec<String> = content
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r.get("type").and_then(Value::as_str) == Some("web_search_result"))
+        .map(|r| {
+            let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
+            format!("{} ({})", field("title"), field("url"))
+        })
+        .collect();
+    let text = if found.is_empty() {
+        block_text(content)
+    } else {
+        found.join("\n")
+    };
+    if text.is_empty() {
+        text
+    } else {
+        format!("{text}\n\n")
+    }
+}
+
 /// The request's conversation as the chat template's (OpenAI-shaped) messages.
 fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, ApiError> {
     if req.mcp_servers.as_ref().is_some_and(|m| !m.is_empty()) {
@@ -267,6 +293,13 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
                     reasoning.push_str(b.get("thinking").and_then(Value::as_str).unwrap_or(""))
                 }
                 ("redacted_thinking", _) => {}
+                // A Claude conversation's history: the calls Anthropic's API ran for it
+                // (web search, web fetch, MCP ...) are its own; what they found is text
+                // the answer went on from.
+                ("server_tool_use" | "mcp_tool_use", Role::Assistant) => {}
+                (k, Role::Assistant) if k.ends_with("_tool_result") => {
+                    text.push_str(&server_tool_result_text(b))
+                }
                 ("tool_use", Role::Assistant) => calls.push(json!({
                     "id": b.get("id").cloned().unwrap_or(Value::Null),
                     "type": "function",
