@@ -218,6 +218,57 @@ pub enum CustomSyntax {
     Lark,
 }
 
+impl CustomSyntax {
+    /// As both OpenAI APIs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CustomSyntax::Regex => "regex",
+            CustomSyntax::Lark => "lark",
+        }
+    }
+}
+
+/// A custom tool's `format` (at the request's path `at`, named in a 400): `None` for free
+/// text (`{"type": "text"}` or no format), else its grammar's syntax and text. The grammar
+/// is `format.grammar` in Chat Completions' shape and `format` itself in the Responses
+/// API's flat one (`{"type": "grammar", "syntax", "definition"}`).
+pub fn custom_grammar<'a>(
+    format: Option<&'a Value>,
+    at: &str,
+) -> Result<Option<(CustomSyntax, &'a str)>, ApiError> {
+    let Some(format) = format else {
+        return Ok(None);
+    };
+    match format.get("type").and_then(Value::as_str) {
+        None | Some("text") => Ok(None),
+        Some("grammar") => {
+            let (g, at) = match format.get("grammar") {
+                Some(g) => (g, format!("{at}.grammar")),
+                None => (format, at.to_string()),
+            };
+            let definition = g.get("definition").and_then(Value::as_str).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`{at}.definition` is missing: give the grammar's text"
+                ))
+            })?;
+            let syntax = match g.get("syntax").and_then(Value::as_str) {
+                Some("lark") => CustomSyntax::Lark,
+                Some("regex") => CustomSyntax::Regex,
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "`{at}.syntax` is {}: use `lark` or `regex`",
+                        other.map_or("missing".to_string(), |s| format!("`{s}`"))
+                    )))
+                }
+            };
+            Ok(Some((syntax, definition)))
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "`{at}.type` is `{other}`: use `text` or `grammar`"
+        ))),
+    }
+}
+
 /// A custom (freeform) tool, in Chat Completions' shape: `{"type": "custom", "custom":
 /// {"name", "description", "format"}}`, `format` being `{"type": "text"}` or `{"type":
 /// "grammar", "grammar": {"syntax": "lark" | "regex", "definition"}}` (the Responses
@@ -242,36 +293,7 @@ impl<'a> CustomTool<'a> {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| ApiError::bad_request(format!("`tools[{i}].custom.name` is missing")))?;
-        let grammar = match c.pointer("/format/type").and_then(Value::as_str) {
-            None | Some("text") => None,
-            Some("grammar") => {
-                let g = c.pointer("/format/grammar");
-                let definition = g
-                    .and_then(|g| g.get("definition"))
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        ApiError::bad_request(format!(
-                            "`tools[{i}].custom.format.grammar.definition` is missing: give the grammar's text"
-                        ))
-                    })?;
-                let syntax = match g.and_then(|g| g.get("syntax")).and_then(Value::as_str) {
-                    Some("lark") => CustomSyntax::Lark,
-                    Some("regex") => CustomSyntax::Regex,
-                    other => {
-                        return Err(ApiError::bad_request(format!(
-                        "`tools[{i}].custom.format.grammar.syntax` is {}: use `lark` or `regex`",
-                        other.map_or("missing".to_string(), |s| format!("`{s}`"))
-                    )))
-                    }
-                };
-                Some((syntax, definition))
-            }
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "`tools[{i}].custom.format.type` is `{other}`: use `text` or `grammar`"
-                )))
-            }
-        };
+        let grammar = custom_grammar(c.get("format"), &format!("tools[{i}].custom.format"))?;
         Ok(Some(CustomTool {
             name,
             description: c.get("description").and_then(Value::as_str).unwrap_or(""),

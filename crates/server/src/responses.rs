@@ -315,11 +315,12 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
                 out.push(json!({"type": "function", "function": f}));
             }
             Some("custom") => {
-                let format = match custom_grammar(t, i)? {
-                    None => json!({"type": "text"}),
-                    Some((syntax, definition)) => json!({"type": "grammar", "grammar": {
-                        "syntax": syntax, "definition": definition}}),
-                };
+                let format =
+                    match output::custom_grammar(t.get("format"), &format!("tools[{i}].format"))? {
+                        None => json!({"type": "text"}),
+                        Some((syntax, definition)) => json!({"type": "grammar", "grammar": {
+                            "syntax": syntax.name(), "definition": definition}}),
+                    };
                 out.push(json!({"type": "custom", "custom": {
                     "name": t.get("name"), "description": description, "format": format}}));
             }
@@ -347,34 +348,6 @@ fn chat_tools(tools: &[Value]) -> std::result::Result<Value, ApiError> {
         );
     }
     Ok(Value::Array(out))
-}
-
-/// A flat custom tool's grammar, if its `format` gives one (`{"type": "grammar", "syntax",
-/// "definition"}`): its syntax (`lark` or `regex`) and text; `None` for free text.
-fn custom_grammar(t: &Value, i: usize) -> std::result::Result<Option<(&str, &str)>, ApiError> {
-    match t.pointer("/format/type").and_then(Value::as_str) {
-        None | Some("text") => Ok(None),
-        Some("grammar") => {
-            let definition = t
-                .pointer("/format/definition")
-                .and_then(Value::as_str)
-                .ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "`tools[{i}].format.definition` is missing: give the grammar's text"
-                    ))
-                })?;
-            match t.pointer("/format/syntax").and_then(Value::as_str) {
-                Some(syntax @ ("lark" | "regex")) => Ok(Some((syntax, definition))),
-                other => Err(ApiError::bad_request(format!(
-                    "`tools[{i}].format.syntax` is {}: use `lark` or `regex`",
-                    other.map_or("missing".to_string(), |s| format!("`{s}`"))
-                ))),
-            }
-        }
-        Some(other) => Err(ApiError::bad_request(format!(
-            "`tools[{i}].format.type` is `{other}`: use `text` or `grammar`"
-        ))),
-    }
 }
 
 fn text_format(f: Option<&Value>) -> std::result::Result<Format, ApiError> {

@@ -337,6 +337,16 @@ pub(crate) mod test_support {
         }
     }
 
+    /// Advise `[offset, offset + len)` read and poll until all of it is cached, advising
+    /// again on every poll: readahead is best effort (the kernel skips a page it finds
+    /// busy and never retries it), so one advice may leave a page unread for good.
+    pub fn read_in(m: &FileMapping, offset: u64, len: u64) {
+        wait_for("the range read in", || {
+            m.will_need(offset, len);
+            m.resident_bytes(offset, len) >= len
+        });
+    }
+
     /// Poll until `cond` holds, failing after 60 s with `what` (this host's disk has
     /// stalled for over 10 s under sustained reads).
     pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
@@ -383,8 +393,7 @@ mod tests {
     #[test]
     fn evict_drops_whole_pages_inside_the_range_only() {
         let (_map, m) = clean_mapping(1 << 20);
-        m.will_need(0, 1 << 20);
-        wait_for("file read in", || m.resident_bytes(0, 1 << 20) == 1 << 20);
+        read_in(&m, 0, 1 << 20);
         // 100 bytes into page 1 to 100 bytes into page 5: pages 2, 3, 4 are wholly inside.
         let page = m.page();
         assert_eq!(m.evict(page + 100, 4 * page), 3 * page);
