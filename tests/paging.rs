@@ -552,6 +552,8 @@ fn probe_paging_measures_both_read_and_drop_paths_and_drops_what_it_read() {
         for k in [
             "read_cpu_ms_per_mib",
             "map_cpu_ms_per_mib",
+            "populate_map_cpu_ms_per_mib",
+            "touch_after_populate_cpu_ms_per_mib",
             "evict_cpu_ms_per_mib",
             "read_wall_s",
         ] {

@@ -75,13 +75,15 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
             let cost = page_cost::measure(&a.model, &ranges, path, evict, Duration::from_secs(300))
                 .with_context(|| format!("measuring {}", a.model.display()))?;
             println!(
-                "{:<14} {:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), map {:.3} ms/MiB, drop {:.3} ms/MiB (sys {:.3}), large folios {} MiB, cached after drop {} MiB",
+                "{:<14} {:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), map {:.3} ms/MiB (populate {:.3} + touch {:.3}), drop {:.3} ms/MiB (sys {:.3}), large folios {} MiB, cached after drop {} MiB",
                 format!("{path:?}"),
                 format!("{evict:?}"),
                 cost.bytes >> 20,
                 cost.read_cpu_ms_per_mib,
                 cost.read_sys_ms_per_mib,
                 cost.map_cpu_ms_per_mib,
+                cost.populate_map_cpu_ms_per_mib,
+                cost.touch_after_populate_cpu_ms_per_mib,
                 cost.evict_cpu_ms_per_mib,
                 cost.evict_sys_ms_per_mib,
                 cost.file_huge_pages_bytes >> 20,

@@ -47,8 +47,15 @@ pub struct PageCost {
     pub read_cpu_ms_per_mib: f64,
     pub read_sys_ms_per_mib: f64,
     /// CPU per MiB of touching each cached page once through the mapping, as compute's
-    /// first reads of a layer's experts do (minor faults that map the cached pages).
+    /// first reads of a layer's experts do (minor faults that map the cached pages);
+    /// measured on the even-numbered ranges.
     pub map_cpu_ms_per_mib: f64,
+    /// CPU per MiB of mapping the same cached pages in one `MADV_POPULATE_READ` per range
+    /// instead (the fault path driven by the kernel, no user-space fault per page): measured
+    /// on the odd-numbered ranges, while `map_cpu_ms_per_mib` is measured on the even ones.
+    pub populate_map_cpu_ms_per_mib: f64,
+    /// CPU per MiB of then touching each of those pages once, as compute's first reads do.
+    pub touch_after_populate_cpu_ms_per_mib: f64,
     pub evict_cpu_ms_per_mib: f64,
     pub evict_sys_ms_per_mib: f64,
     /// Wall time until every range was cached.
@@ -165,15 +172,28 @@ pub fn measure(
     }
     let read_wall_s = started.elapsed().as_secs_f64();
     let huge_after = proc::meminfo("FileHugePages").unwrap_or(0);
-    let (touch0, _) = thread_cpu_us();
-    let mut touched = 0u8;
-    for &(offset, len) in ranges {
-        let (s, e) = outward(offset, len, page);
-        for at in (s..e.min(map.len() as u64)).step_by(page as usize) {
-            touched ^= map[at as usize];
+    // Half the ranges mapped by compute's way (a read of each page), half by the kernel's
+    // (`MADV_POPULATE_READ`) and then read: the two ways of mapping side by side.
+    let (even, odd): (Vec<_>, Vec<_>) = ranges.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    let touch_each_page = |half: &[(usize, &(u64, u64))]| {
+        let mut touched = 0u8;
+        for &(_, &(offset, len)) in half {
+            let (s, e) = outward(offset, len, page);
+            for at in (s..e.min(map.len() as u64)).step_by(page as usize) {
+                touched ^= map[at as usize];
+            }
         }
+        std::hint::black_box(touched);
+    };
+    let half_bytes = |half: &[(usize, &(u64, u64))]| half.iter().map(|(_, r)| r.1).sum::<u64>();
+    let (touch0, _) = thread_cpu_us();
+    touch_each_page(&even);
+    let (touch1, _) = thread_cpu_us();
+    for &(_, &(offset, len)) in &odd {
+        populate(offset, len);
     }
-    std::hint::black_box(touched);
+    let (populate1, _) = thread_cpu_us();
+    touch_each_page(&odd);
     let (cpu2, sys2) = thread_cpu_us();
     for &(offset, len) in ranges {
         match evict {
@@ -190,8 +210,9 @@ pub fn measure(
     drop(view);
     drop(map);
     cache::drop_file_cache(path).map_err(io_err)?;
-    let mib = bytes as f64 / (1u64 << 20) as f64;
-    let per_mib = |us: u64| us as f64 / 1000.0 / mib.max(1e-9);
+    let per_mib_of =
+        |us: u64, bytes: u64| us as f64 / 1000.0 / (bytes as f64 / (1u64 << 20) as f64).max(1e-9);
+    let per_mib = |us: u64| per_mib_of(us, bytes);
     Ok(PageCost {
         read_path: read,
         evict_path: evict,
@@ -199,7 +220,9 @@ pub fn measure(
         bytes,
         read_cpu_ms_per_mib: per_mib(cpu1 - cpu0),
         read_sys_ms_per_mib: per_mib(sys1 - sys0),
-        map_cpu_ms_per_mib: per_mib(cpu2 - touch0),
+        map_cpu_ms_per_mib: per_mib_of(touch1 - touch0, half_bytes(&even)),
+        populate_map_cpu_ms_per_mib: per_mib_of(populate1 - touch1, half_bytes(&odd)),
+        touch_after_populate_cpu_ms_per_mib: per_mib_of(cpu2 - populate1, half_bytes(&odd)),
         evict_cpu_ms_per_mib: per_mib(cpu3 - cpu2),
         evict_sys_ms_per_mib: per_mib(sys3 - sys2),
         read_wall_s,
