@@ -4,7 +4,7 @@ install anthropic): messages.create and messages.stream with text, tool use with
 tool_choice {"type": "any"} (the input validated against the tool's schema with
 jsonschema), count_tokens, prompt-cache reuse in usage, and the SDK's own error types for a
 bad request and a wrong key; structured outputs (messages.parse with a pydantic model,
-streamed and not). The current SDK takes no temperature/top_p/top_k arguments,
+streamed and not), and models.list / models.retrieve. The current SDK takes no temperature/top_p/top_k arguments,
 so they go through extra_body. Then `thinking` with a `budget_tokens`, on a second server
 whose template opens the reasoning block as Qwen3.5's does: the thinking block is the
 unbudgeted reply's first tokens, and a text block follows. Starts the servers on free
@@ -159,6 +159,11 @@ def main():
             checks["wrong_key"] = "no error"
         except anthropic.AuthenticationError as e:
             checks["wrong_key"] = {"status": e.status_code, "type": e.body["error"]["type"]}
+        listed = client.models.list()
+        got = client.models.retrieve(listed.data[0].id)
+        checks["models"] = {"ids": [m.id for m in listed.data], "has_more": listed.has_more,
+                            "first_id": listed.first_id, "display_name": got.display_name,
+                            "type": got.type, "created_at": str(got.created_at)}
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
@@ -173,6 +178,9 @@ def main():
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
           and checks["thinking_budget"]["passed"]
+          and checks["models"]["has_more"] is False and checks["models"]["type"] == "model"
+          and checks["models"]["first_id"] == checks["models"]["ids"][0] == checks["models"]["display_name"]
+          and checks["models"]["created_at"] != "None"
           and checks["structured_output"]["stop_reason"] == "end_turn"
           and "`uniqueItems`" in checks["structured_output"]["refused"]
           and code == 0 and think_code == 0)

@@ -4,7 +4,8 @@ install ollama): chat streamed and not, generate, sampling options, loading only
 messages, no prompt), fill-in-the-middle with `suffix` (the same text as OpenAI's
 completions give for it), list, show (with the `insert` capability), ps, chat with `format=` a JSON
 schema (validated with jsonschema), chat with tools, and log-probabilities (the same as the
-OpenAI chat's for the conversation, streamed too). Starts the server on a free loopback
+OpenAI chat's for the conversation, streamed too); `embed` answers 404 saying it computes
+no embeddings. Starts the server on a free loopback
 port; the record goes to --out.
 
     python3 tools/ollama_client_check.py [--bin target/release/epm-run] [--out F]
@@ -114,6 +115,11 @@ def main():
             checks["bad_request"] = "no error"
         except ollama.ResponseError as e:
             checks["bad_request"] = {"status": e.status_code, "error": e.error}
+        try:
+            client.embed(model="m", input="x")
+            checks["embed"] = "no error"
+        except ollama.ResponseError as e:
+            checks["embed"] = {"status": e.status_code, "error": e.error}
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
@@ -128,6 +134,8 @@ def main():
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and checks["logprobs"]["same_as_openai"] and checks["logprobs"]["streamed_same"]
           and len(checks["logprobs"]["tokens"]) == 12
+          and isinstance(checks["embed"], dict) and checks["embed"]["status"] == 404
+          and "computes no embeddings" in checks["embed"]["error"]
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",
               "command": "python3 tools/ollama_client_check.py " + " ".join(sys.argv[1:]),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve` with the official `openai` Python package (pip install openai):
 chat with and without streaming, plain completions, the model list, an API key, the
-client's own error types for a bad request and a wrong key, a logit bias, penalties, a
+embeddings endpoint answering that it computes none, client's own error types for a bad request and a wrong key, a logit bias, penalties, a
 prompt of token ids, and a `suffix` (fill-in-the-middle: the model's FIM tokens around the
 prompt and the suffix, checked against llama-server's `/completion` given those tokens); and what agents use: tool calls
 (tool_choice required, streamed and not, arguments validated with jsonschema), structured
@@ -367,6 +367,11 @@ def main():
             checks["wrong_key"] = "no error"
         except openai.AuthenticationError as e:
             checks["wrong_key"] = {"status": e.status_code, "message": e.message}
+        try:
+            client.embeddings.create(model="any", input="x")
+            checks["embeddings"] = "no error"
+        except openai.NotFoundError as e:
+            checks["embeddings"] = {"status": e.status_code, "message": e.message}
         checks["agents"] = agent_checks(client)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -374,6 +379,7 @@ def main():
     ok = (checks["chat_stream"]["same_as_non_streaming"] and checks["chat"]["usage"]["completion_tokens"] > 0
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
+          and isinstance(checks["embeddings"], dict) and "computes no embeddings" in checks["embeddings"]["message"]
           and checks["models"] and code == 0 and checks["agents"]["all_passed"]
           and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"]
           and checks["fill_in_the_middle"]["same_as_the_layout"])

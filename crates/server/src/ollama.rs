@@ -205,29 +205,7 @@ fn template_messages(messages: &[Value]) -> std::result::Result<Vec<Value>, ApiE
 }
 
 fn now() -> String {
-    // RFC 3339 in UTC, as Ollama writes `created_at`.
-    let secs = crate::openai::wire::now();
-    let (d, s) = (secs / 86_400, secs % 86_400);
-    let (y, m, day) = civil_from_days(d as i64);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        s % 3600 / 60,
-        s % 60
-    )
-}
-
-/// Days since 1970-01-01 as a (year, month, day) date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    crate::openai::wire::rfc3339(crate::openai::wire::now())
 }
 
 fn done_reason(r: &FinishReason) -> &'static str {

@@ -30,11 +30,24 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/stats", get(stats))
 }
 
+/// The paths where the protocols serve embeddings (OpenAI's, llama-server's and Ollama's old
+/// and new ones), which this server does not compute.
+const EMBEDDING_PATHS: &[&str] = &[
+    "/v1/embeddings",
+    "/embeddings",
+    "/embedding",
+    "/api/embed",
+    "/api/embeddings",
+];
+
 pub async fn not_found(uri: axum::http::Uri) -> Response {
-    crate::protocol::Protocol::of(uri.path()).error(ApiError::new(
-        ErrorKind::NotFound,
-        format!("no such endpoint: {}. The README lists the endpoints by protocol: /v1/chat/completions, /v1/completions, /v1/responses, /v1/models, /v1/messages, /api/chat, /api/generate, /api/tags, /api/show, /completion, /infill, /tokenize, /props, /slots, /health, /metrics, /stats, and the page at /", uri.path()),
-    ))
+    let path = uri.path();
+    let message = if EMBEDDING_PATHS.contains(&path) {
+        format!("{path} is not served: this server runs a generation model and computes no embeddings; point your client's embedding setting at an embedding model's server (llama-server --embeddings, or Ollama)")
+    } else {
+        format!("no such endpoint: {path}. The README lists the endpoints by protocol: /v1/chat/completions, /v1/completions, /v1/responses, /v1/models, /v1/messages, /api/chat, /api/generate, /api/tags, /api/show, /completion, /infill, /tokenize, /props, /slots, /health, /metrics, /stats, and the page at /")
+    };
+    crate::protocol::Protocol::of(path).error(ApiError::new(ErrorKind::NotFound, message))
 }
 
 async fn health(State(state): State<Arc<AppState>>) -> Response {

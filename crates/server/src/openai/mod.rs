@@ -398,20 +398,18 @@ async fn completions(
     .await
 }
 
+/// The loaded model's card; its creation time is the server's start, the same in every
+/// answer.
 fn card(state: &AppState) -> ModelCard {
-    ModelCard {
-        id: state.model_name.clone(),
-        object: "model",
-        created: wire::now(),
-        owned_by: "epm",
-    }
+    let started = std::time::SystemTime::now()
+        .checked_sub(state.started.elapsed())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    ModelCard::new(state.model_name.clone(), started)
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Json<ModelList> {
-    Json(ModelList {
-        object: "list",
-        data: vec![card(&state)],
-    })
+    Json(ModelList::new(vec![card(&state)]))
 }
 
 /// `models.retrieve`: the loaded model, whichever name is asked, as every endpoint answers

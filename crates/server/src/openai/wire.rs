@@ -489,19 +489,59 @@ pub struct TextChoice {
     pub finish_reason: FinishReason,
 }
 
-/// `GET /v1/models`.
+/// `GET /v1/models`, in OpenAI's shape and Anthropic's at once (`models.list` of either
+/// client): OpenAI's reads `object` and `data`, Anthropic's `data`, `has_more`, `first_id`
+/// and `last_id`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelList {
     pub object: &'static str,
     pub data: Vec<ModelCard>,
+    pub has_more: bool,
+    pub first_id: Option<String>,
+    pub last_id: Option<String>,
 }
 
+impl ModelList {
+    pub fn new(data: Vec<ModelCard>) -> ModelList {
+        ModelList {
+            object: "list",
+            first_id: data.first().map(|m| m.id.clone()),
+            last_id: data.last().map(|m| m.id.clone()),
+            data,
+            has_more: false,
+        }
+    }
+}
+
+/// One model, with OpenAI's fields (`object`, `created`, `owned_by`) and Anthropic's
+/// (`type`, `display_name`, `created_at`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelCard {
     pub id: String,
     pub object: &'static str,
+    /// Seconds since the epoch (OpenAI's `created`).
     pub created: u64,
     pub owned_by: &'static str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub display_name: String,
+    /// `created` in RFC 3339 (Anthropic's `created_at`).
+    pub created_at: String,
+}
+
+impl ModelCard {
+    /// The card of a model served under `id` since `created` (seconds since the epoch).
+    pub fn new(id: String, created: u64) -> ModelCard {
+        ModelCard {
+            display_name: id.clone(),
+            id,
+            object: "model",
+            created,
+            owned_by: "epm",
+            kind: "model",
+            created_at: rfc3339(created),
+        }
+    }
 }
 
 /// A request's id: `<prefix>-<n>`, unique within this server's life.
@@ -518,10 +558,57 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Seconds since the epoch as an RFC 3339 time in UTC (`2026-12-05T18:30:00Z`), as Ollama
+/// and Anthropic write times.
+pub fn rfc3339(secs: u64) -> String {
+    let (d, s) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(d as i64);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        s / 3600,
+        s % 3600 / 60,
+        s % 60
+    )
+}
+
+/// Days since 1970-01-01 as a (year, month, day) date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn times_are_written_in_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        // A leap day, and the last second of a century year that is not a leap year.
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(4_107_542_399), "2100-02-28T23:59:59Z");
+        assert_eq!(rfc3339(1_796_494_797), "2026-12-05T18:19:57Z");
+    }
+
+    #[test]
+    fn a_model_list_reads_as_openai_and_anthropic_lists() {
+        let list =
+            serde_json::to_value(ModelList::new(vec![ModelCard::new("w1".into(), 0)])).unwrap();
+        assert_eq!(
+            list,
+            json!({"object": "list", "has_more": false, "first_id": "w1", "last_id": "w1",
+                "data": [{"id": "w1", "object": "model", "created": 0, "owned_by": "epm",
+                    "type": "model", "display_name": "w1", "created_at": "1970-01-01T00:00:00Z"}]})
+        );
+    }
 
     #[test]
     fn unknown_fields_are_ignored_and_wrong_types_are_not() {
