@@ -585,6 +585,86 @@ fn parallel_requests_each_get_their_own_output() {
 }
 
 #[test]
+fn several_choices_are_the_seeded_requests_one_after_another_streamed_or_not() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    // One slot: each choice decodes alone, as the single requests it is compared with.
+    let s = Server::start(&model, &["--queue", "2"]);
+    let ask = |n: u32, seed: u32, stream: bool| {
+        json!({"messages": messages("Be brief.", "Name a colour"), "max_tokens": 8,
+            "temperature": 1.0, "seed": seed, "n": n, "stream": stream,
+            "stream_options": {"include_usage": true}})
+    };
+    let whole = s.chat(&ask(3, 7, false));
+    let choices = whole["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 3, "{whole}");
+    let singles: Vec<Value> = (7..10).map(|seed| s.chat(&ask(1, seed, false))).collect();
+    for (i, (c, single)) in choices.iter().zip(&singles).enumerate() {
+        assert_eq!(c["index"], i, "{whole}");
+        // Choice i samples with the seed after i: the request with that seed alone.
+        assert_eq!(c["message"], single["choices"][0]["message"], "choice {i}");
+        assert_eq!(c["finish_reason"], single["choices"][0]["finish_reason"]);
+    }
+    let texts: Vec<&Value> = choices.iter().map(|c| &c["message"]["content"]).collect();
+    assert!(
+        texts[0] != texts[1] || texts[1] != texts[2],
+        "three seeds, one text: {texts:?}"
+    );
+    let completion: u64 = singles
+        .iter()
+        .map(|r| r["usage"]["completion_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(whole["usage"]["completion_tokens"], completion);
+    assert_eq!(
+        whole["usage"]["prompt_tokens"],
+        singles[0]["usage"]["prompt_tokens"]
+    );
+
+    let events = s.stream("/v1/chat/completions", &ask(3, 7, true));
+    assert_eq!(events.last(), Some(&json!("[DONE]")));
+    let mut streamed = vec![String::new(); 3];
+    let mut finished = vec![Value::Null; 3];
+    for c in events
+        .iter()
+        .filter_map(|e| e["choices"].as_array())
+        .flatten()
+    {
+        let i = c["index"].as_u64().unwrap() as usize;
+        streamed[i] += c["delta"]["content"].as_str().unwrap_or("");
+        if !c["finish_reason"].is_null() {
+            assert!(finished[i].is_null(), "choice {i} finished twice");
+            finished[i] = c["finish_reason"].clone();
+        }
+    }
+    for (i, c) in choices.iter().enumerate() {
+        assert_eq!(streamed[i], c["message"]["content"].as_str().unwrap());
+        assert_eq!(finished[i], c["finish_reason"]);
+    }
+    let usages: Vec<&Value> = events.iter().filter(|e| e["usage"].is_object()).collect();
+    assert_eq!(usages.len(), 1, "one usage chunk, after every choice");
+    assert_eq!(usages[0]["usage"]["completion_tokens"], completion);
+
+    // Completions take `n` too.
+    let text = s
+        .post(
+            "/v1/completions",
+            &json!({"prompt": "Once upon", "max_tokens": 4, "temperature": 0, "n": 2}),
+        )
+        .unwrap();
+    assert_eq!(text["choices"][1]["index"], 1, "{text}");
+    assert_eq!(text["choices"][0]["text"], text["choices"][1]["text"]);
+    for (n, needle) in [(0, "`n` must be at least 1"), (4, "holds at most 3")] {
+        let (code, body, _) = s
+            .post("/v1/chat/completions", &ask(n, 7, false))
+            .unwrap_err();
+        assert_eq!(code, 400, "{body}");
+        let msg = body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{msg}");
+    }
+}
+
+#[test]
 fn a_client_that_disconnects_frees_its_slot() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();

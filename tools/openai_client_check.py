@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive `epm-run serve` with the official `openai` Python package (pip install openai):
-chat with and without streaming, plain completions, the model list, an API key, the
-embeddings endpoint answering that it computes none, client's own error types for a bad request and a wrong key, a logit bias, penalties, a
+chat with and without streaming, plain completions, the model list, `n` choices (the second
+as the next seed's request), an API key, the embeddings endpoint answering that it computes none, the client's own error types for a bad request and a wrong key, a logit bias, penalties, a
 prompt of token ids, and a `suffix` (fill-in-the-middle: the model's FIM tokens around the
 prompt and the suffix, checked against llama-server's `/completion` given those tokens); and what agents use: tool calls
 (tool_choice required, streamed and not, arguments validated with jsonschema), structured
@@ -367,6 +367,14 @@ def main():
             checks["wrong_key"] = "no error"
         except openai.AuthenticationError as e:
             checks["wrong_key"] = {"status": e.status_code, "message": e.message}
+        several = client.chat.completions.create(model="any", messages=msgs, max_tokens=6, n=2,
+                                                 temperature=1.0, seed=11)
+        second = client.chat.completions.create(model="any", messages=msgs, max_tokens=6,
+                                                temperature=1.0, seed=12)
+        checks["choices"] = {"indexes": [c.index for c in several.choices],
+                             "second_same_as_seed_after": several.choices[1].message.content
+                             == second.choices[0].message.content,
+                             "completion_tokens": several.usage.completion_tokens}
         try:
             client.embeddings.create(model="any", input="x")
             checks["embeddings"] = "no error"
@@ -379,6 +387,7 @@ def main():
     ok = (checks["chat_stream"]["same_as_non_streaming"] and checks["chat"]["usage"]["completion_tokens"] > 0
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
+          and checks["choices"]["indexes"] == [0, 1] and checks["choices"]["second_same_as_seed_after"]
           and isinstance(checks["embeddings"], dict) and "computes no embeddings" in checks["embeddings"]["message"]
           and checks["models"] and code == 0 and checks["agents"]["all_passed"]
           and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"]

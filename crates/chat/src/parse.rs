@@ -80,6 +80,9 @@ enum Parsed {
     NotACall(usize),
 }
 
+/// Cloned before its first token, it parses another reply to the same prompt (a request's
+/// further choices).
+#[derive(Debug, Clone)]
 pub struct OutputParser {
     family: Option<ToolFamily>,
     reasoning: Option<ReasoningSplit>,

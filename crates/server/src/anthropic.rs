@@ -736,10 +736,12 @@ fn sse(
         index: 0,
         finished: false,
     };
-    crate::sse::stream(rx, state)
+    crate::sse::stream(crate::sse::events(rx), state)
 }
 
 impl crate::sse::Encoder for StreamState {
+    type Input = Event;
+
     fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
         self.encode_event(ev);
         out.append(&mut self.pending);

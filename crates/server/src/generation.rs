@@ -39,8 +39,6 @@ pub struct Asked {
     /// Keep the `k` most likely tokens (0 or below, or absent: all).
     pub top_k: Option<i32>,
     pub seed: Option<i64>,
-    /// Choices per request; only 1 is served.
-    pub n: Option<u32>,
     pub stop: Vec<String>,
     pub extras: SamplerExtras,
 }
@@ -117,6 +115,7 @@ impl WireLogitBias {
 }
 
 /// A request ready for the engine.
+#[derive(Debug, Clone)]
 pub struct Prepared {
     pub prompt: Vec<i32>,
     pub max_tokens: u32,
@@ -138,6 +137,20 @@ impl Prepared {
         self.parser = plan.parser;
         self.reasoning_budget = plan.budget;
         self
+    }
+
+    /// `n` requests for the choices of one (OpenAI's `n`): this one first, then copies whose
+    /// seeds follow its own, so that choices differ when sampled and a seed gives the same
+    /// choices again.
+    pub fn choices(self, n: usize) -> Vec<Prepared> {
+        let mut out = Vec::with_capacity(n);
+        for i in 1..n {
+            let mut choice = self.clone();
+            choice.sampling.seed = self.sampling.seed.wrapping_add(i as u32);
+            out.push(choice);
+        }
+        out.insert(0, self);
+        out
     }
 
     pub fn with_logprobs(mut self, top: Option<usize>) -> Prepared {
@@ -223,11 +236,6 @@ fn fill_in_the_middle(loaded: &Loaded, prefix: &[i32], suffix: &str) -> Result<V
 
 /// The sampling settings, checked. Temperature defaults to 1 as in OpenAI's API.
 fn sampling(a: &Asked, loaded: &Loaded) -> Result<SamplingParams, ApiError> {
-    if a.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::bad_request(
-            "`n` must be 1: this server returns one choice per request",
-        ));
-    }
     let temperature = a.temperature.unwrap_or(1.0);
     if !(0.0..=2.0).contains(&temperature) {
         return Err(ApiError::bad_request(format!(
@@ -501,6 +509,17 @@ impl Usage {
         self.prompt = prompt_tokens as u64;
         self.cached = cached_tokens as u64;
         self.prompt_done = Some(std::time::Instant::now());
+    }
+
+    /// The usage of a request's choices (OpenAI's `n`), in `index` order: the prompt as
+    /// the first evaluated it, counted once, and every choice's completion.
+    pub fn of_choices<'a>(mut choices: impl Iterator<Item = &'a Usage>) -> Usage {
+        let mut sum = choices.next().copied().unwrap_or_default();
+        for u in choices {
+            sum.completion += u.completion;
+            sum.reasoning += u.reasoning;
+        }
+        sum
     }
 
     /// Record [`Event::Done`]'s counts.

@@ -856,10 +856,12 @@ fn sse(
         finished: false,
         logprobs: logprobs.map(|_| (Vec::new(), 0)),
     };
-    crate::sse::stream(rx, state)
+    crate::sse::stream(crate::sse::events(rx), state)
 }
 
 impl crate::sse::Encoder for StreamState {
+    type Input = Event;
+
     fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
         self.encode_event(ev);
         out.append(&mut self.pending);

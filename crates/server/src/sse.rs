@@ -6,34 +6,56 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use axum::response::sse::Event as SseEvent;
-use futures_util::stream::{self, Stream};
+use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use epm_engine::generation::Event;
 
 /// A protocol's stream encoder.
 pub trait Encoder: Send + 'static {
+    /// What it encodes: a generation's [`Event`]s, or several generations' tagged by their
+    /// place.
+    type Input: Send + 'static;
+
     /// Append the SSE events `ev` becomes to `out`; true when the stream is over.
-    fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool;
+    fn encode(&mut self, ev: Self::Input, out: &mut VecDeque<SseEvent>) -> bool;
 }
 
-/// The SSE stream of one generation.
+/// One generation's events, as a stream that ends when the engine drops the job.
+pub fn events(rx: UnboundedReceiver<Event>) -> impl Stream<Item = Event> + Send + Unpin {
+    Box::pin(stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|ev| (ev, rx))
+    }))
+}
+
+/// Several generations' events as they come, each with its generation's place in `rxs`.
+pub fn indexed(
+    rxs: Vec<UnboundedReceiver<Event>>,
+) -> impl Stream<Item = (usize, Event)> + Send + Unpin {
+    stream::select_all(
+        rxs.into_iter()
+            .enumerate()
+            .map(|(i, rx)| events(rx).map(move |ev| (i, ev))),
+    )
+}
+
+/// The SSE stream of `events`, as `encoder` writes them.
 pub fn stream<E: Encoder>(
-    rx: UnboundedReceiver<Event>,
+    events: impl Stream<Item = E::Input> + Send + Unpin + 'static,
     encoder: E,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let state = (rx, encoder, VecDeque::new(), false);
+    let state = (events, encoder, VecDeque::new(), false);
     stream::unfold(
         state,
-        |(mut rx, mut enc, mut pending, mut finished)| async move {
+        |(mut events, mut enc, mut pending, mut finished)| async move {
             loop {
                 if let Some(e) = pending.pop_front() {
-                    return Some((Ok(e), (rx, enc, pending, finished)));
+                    return Some((Ok(e), (events, enc, pending, finished)));
                 }
                 if finished {
                     return None;
                 }
-                let ev = rx.recv().await?;
+                let ev = events.next().await?;
                 finished = enc.encode(ev, &mut pending);
             }
         },

@@ -65,18 +65,25 @@ pub struct AppState {
 }
 
 /// Running chat completions that a client may tell to end their reasoning block now
-/// (`/v1/chat/completions/control`), by completion id: each holds the flag its job reads
-/// before every pick.
+/// (`/v1/chat/completions/control`), by completion id: each holds the flag its jobs read
+/// before every pick, and how many jobs hold it (a request's choices share its id).
 #[derive(Debug, Default)]
-pub struct ReasoningControls(Mutex<HashMap<String, Arc<AtomicBool>>>);
+pub struct ReasoningControls(Mutex<HashMap<String, (Arc<AtomicBool>, usize)>>);
 
 impl ReasoningControls {
-    /// Make `id` controllable until the guard is dropped (with the job).
+    /// Make `id` controllable until the guard is dropped (with the job); the jobs registered
+    /// under one id share its flag.
     pub fn register(self: &Arc<Self>, id: String) -> (Arc<AtomicBool>, ControlGuard) {
-        let flag = Arc::new(AtomicBool::new(false));
-        if let Ok(mut m) = self.0.lock() {
-            m.insert(id.clone(), flag.clone());
-        }
+        let flag = match self.0.lock() {
+            Ok(mut m) => {
+                let entry = m
+                    .entry(id.clone())
+                    .or_insert_with(|| (Arc::new(AtomicBool::new(false)), 0));
+                entry.1 += 1;
+                entry.0.clone()
+            }
+            Err(_) => Arc::new(AtomicBool::new(false)),
+        };
         let guard = ControlGuard {
             controls: self.clone(),
             id,
@@ -91,7 +98,7 @@ impl ReasoningControls {
             Err(_) => return false,
         };
         match m.get(id) {
-            Some(flag) => {
+            Some((flag, _)) => {
                 flag.store(true, Ordering::Relaxed);
                 true
             }
@@ -110,7 +117,33 @@ pub struct ControlGuard {
 impl Drop for ControlGuard {
     fn drop(&mut self) {
         if let Ok(mut m) = self.controls.0.lock() {
-            m.remove(&self.id);
+            if let Some(entry) = m.get_mut(&self.id) {
+                entry.1 -= 1;
+                if entry.1 == 0 {
+                    m.remove(&self.id);
+                }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_choices_of_one_request_share_its_control_until_the_last_ends() {
+        let controls = Arc::new(ReasoningControls::default());
+        let (first, g1) = controls.register("chatcmpl-1".into());
+        let (second, g2) = controls.register("chatcmpl-1".into());
+        assert!(Arc::ptr_eq(&first, &second));
+        drop(g1);
+        assert!(controls.end_reasoning("chatcmpl-1"));
+        assert!(second.load(Ordering::Relaxed));
+        drop(g2);
+        assert!(!controls.end_reasoning("chatcmpl-1"));
+        // A new request under a used id starts unended.
+        let (again, _g) = controls.register("chatcmpl-1".into());
+        assert!(!again.load(Ordering::Relaxed));
     }
 }

@@ -87,27 +87,39 @@ pub fn routes() -> Router<Arc<AppState>> {
 
 /// A response to a generation: SSE when streamed, else the collected generation as one
 /// [`Completion`] whose choice `choice` builds.
+/// Submit the request's `n` choices and answer with them: streamed as they come, or whole
+/// once every choice has finished, `choice` writing each from its index and generation.
 async fn respond<C: serde::Serialize>(
     state: &AppState,
     p: generation::Prepared,
+    n: usize,
     shape: ChunkShape,
     stream: bool,
-    choice: impl FnOnce(generation::Collected) -> C,
+    choice: impl Fn(u32, generation::Collected) -> C,
 ) -> Result<Response> {
-    let rx = submit(state, p)?;
+    // A choice refused (the server busy) drops those already submitted, which stops them.
+    let rxs = p
+        .choices(n)
+        .into_iter()
+        .map(|p| submit(state, p))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     if stream {
-        return Ok(Sse::new(sse(rx, shape))
+        return Ok(Sse::new(sse(rxs, shape))
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    let c = collect(rx).await?;
-    let usage = c.usage.into();
+    let collected = futures_util::future::try_join_all(rxs.into_iter().map(collect)).await?;
+    let usage = generation::Usage::of_choices(collected.iter().map(|c| &c.usage)).into();
     Ok(Json(Completion {
         object: shape.whole_object(),
         id: shape.id,
         created: shape.created,
         model: shape.model,
-        choices: vec![choice(c)],
+        choices: collected
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| choice(i as u32, c))
+            .collect(),
         usage,
     })
     .into_response())
@@ -318,7 +330,8 @@ async fn chat(
     let prepared = prepare_chat(loaded, &chat, &ask, &req.sampling.asked(max, None))?
         .with_logprobs(logprobs)
         .with_control_id(shape.id.clone());
-    respond(&state, prepared, shape, req.sampling.stream, |c| {
+    let n = req.sampling.choices(state.slots + state.queue)?;
+    respond(&state, prepared, n, shape, req.sampling.stream, |index, c| {
         let calls: Vec<WireToolCall> =
             c.tool_calls.iter().map(|t| WireToolCall::new(t, None, &custom_tools)).collect();
         let content = if calls.is_empty() || !c.text.trim().is_empty() {
@@ -327,7 +340,7 @@ async fn chat(
             None
         };
         ChatChoice {
-            index: 0,
+            index,
             message: AssistantMessage {
                 role: "assistant",
                 content,
@@ -387,14 +400,20 @@ async fn completions(
     .with_output(plan)
     .with_logprobs(logprobs);
     let shape = shape(&state, "cmpl", false, &req.sampling);
-    respond(&state, prepared, shape, req.sampling.stream, |c| {
-        TextChoice {
-            index: 0,
+    let n = req.sampling.choices(state.slots + state.queue)?;
+    respond(
+        &state,
+        prepared,
+        n,
+        shape,
+        req.sampling.stream,
+        |index, c| TextChoice {
+            index,
             logprobs: logprobs.map(|_| wire::text_logprobs(&c.logprobs, 0)),
             text: c.text,
             finish_reason: (&c.finish_reason).into(),
-        }
-    })
+        },
+    )
     .await
 }
 

@@ -50,17 +50,24 @@ impl ChunkShape {
         }
     }
 
-    fn chunk(&self, delta: Option<&str>, first: bool, finish: Option<FinishReason>) -> Value {
+    fn chunk(
+        &self,
+        index: u32,
+        delta: Option<&str>,
+        first: bool,
+        finish: Option<FinishReason>,
+    ) -> Value {
         let mut d = serde_json::Map::new();
         if let Some(t) = delta {
             d.insert("content".into(), json!(t));
         }
-        self.delta_chunk(d, first, finish, Value::Null)
+        self.delta_chunk(index, d, first, finish, Value::Null)
     }
 
-    /// A chunk with chat delta `d` (completions: its `content` as `text`).
+    /// A chunk of choice `index` with chat delta `d` (completions: its `content` as `text`).
     fn delta_chunk(
         &self,
+        index: u32,
         mut d: serde_json::Map<String, Value>,
         first: bool,
         finish: Option<FinishReason>,
@@ -70,10 +77,10 @@ impl ChunkShape {
             if first {
                 d.insert("role".into(), json!("assistant"));
             }
-            json!({"index": 0, "delta": d, "logprobs": logprobs, "finish_reason": finish})
+            json!({"index": index, "delta": d, "logprobs": logprobs, "finish_reason": finish})
         } else {
             let text = d.get("content").cloned().unwrap_or(json!(""));
-            json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish})
+            json!({"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish})
         };
         json!({
             "id": self.id,
@@ -115,13 +122,19 @@ fn done() -> SseEvent {
     SseEvent::default().data("[DONE]")
 }
 
+/// One choice's stream.
 struct State {
     shape: ChunkShape,
+    /// The choice's `index`.
+    index: u32,
     /// When the first progress report came: `prompt_progress.time_ms` counts from it.
     progress_since: Option<std::time::Instant>,
     usage: generation::Usage,
     pending: VecDeque<SseEvent>,
+    /// The choice's finish chunk is out.
     finished: bool,
+    /// The generation failed; its error is out.
+    failed: bool,
     /// Tool calls sent so far: the next one's `index`.
     tool_calls: usize,
     /// Bytes of text sent so far (completions' `text_offset`).
@@ -139,11 +152,11 @@ impl State {
                 self.usage.started(prompt_tokens, cached_tokens);
                 if self.shape.chat {
                     self.pending
-                        .push_back(data(&self.shape.chunk(None, true, None)));
+                        .push_back(data(&self.shape.chunk(self.index, None, true, None)));
                 }
             }
             Event::Text(t) => {
-                let c = self.shape.chunk(Some(&t), false, None);
+                let c = self.shape.chunk(self.index, Some(&t), false, None);
                 self.text_len += t.len();
                 self.pending.push_back(data(&c));
             }
@@ -151,7 +164,9 @@ impl State {
                 if self.shape.chat {
                     let mut d = serde_json::Map::new();
                     d.insert("reasoning_content".into(), json!(t));
-                    let c = self.shape.delta_chunk(d, false, None, Value::Null);
+                    let c = self
+                        .shape
+                        .delta_chunk(self.index, d, false, None, Value::Null);
                     self.pending.push_back(data(&c));
                 }
             }
@@ -162,7 +177,9 @@ impl State {
                         WireToolCall::new(&call, Some(self.tool_calls), &self.shape.custom_tools);
                     self.tool_calls += 1;
                     d.insert("tool_calls".into(), json!([wire]));
-                    let c = self.shape.delta_chunk(d, false, None, Value::Null);
+                    let c = self
+                        .shape
+                        .delta_chunk(self.index, d, false, None, Value::Null);
                     self.pending.push_back(data(&c));
                 }
             }
@@ -171,9 +188,13 @@ impl State {
                     let since = *self
                         .progress_since
                         .get_or_insert_with(std::time::Instant::now);
-                    let mut c =
-                        self.shape
-                            .delta_chunk(serde_json::Map::new(), false, None, Value::Null);
+                    let mut c = self.shape.delta_chunk(
+                        self.index,
+                        serde_json::Map::new(),
+                        false,
+                        None,
+                        Value::Null,
+                    );
                     c["prompt_progress"] = prompt_progress(&p, since);
                     self.pending.push_back(data(&c));
                 }
@@ -187,7 +208,7 @@ impl State {
                 };
                 let c = self
                     .shape
-                    .delta_chunk(serde_json::Map::new(), false, None, lp);
+                    .delta_chunk(self.index, serde_json::Map::new(), false, None, lp);
                 self.pending.push_back(data(&c));
             }
             Event::Done {
@@ -197,46 +218,88 @@ impl State {
             } => {
                 self.usage.finished(completion_tokens, reasoning_tokens);
                 let finish = FinishReason::from(&finish_reason);
-                self.pending
-                    .push_back(data(&self.shape.chunk(None, false, Some(finish))));
-                if self.shape.include_usage {
-                    let u = self.shape.usage(self.usage.into());
-                    self.pending.push_back(data(&u));
-                }
-                self.pending.push_back(done());
+                self.pending.push_back(data(&self.shape.chunk(
+                    self.index,
+                    None,
+                    false,
+                    Some(finish),
+                )));
                 self.finished = true;
             }
             Event::Failed(e) => {
                 let body = OpenAiError(ApiError::internal(e.to_string())).body();
                 self.pending.push_back(data(&body));
-                self.pending.push_back(done());
-                self.finished = true;
+                self.failed = true;
             }
         }
     }
 }
 
-/// The SSE stream of one generation.
-pub fn sse(
-    rx: UnboundedReceiver<Event>,
-    shape: ChunkShape,
-) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let state = State {
-        shape,
-        progress_since: None,
-        usage: Default::default(),
-        pending: VecDeque::new(),
-        finished: false,
-        tool_calls: 0,
-        text_len: 0,
-    };
-    crate::sse::stream(rx, state)
+/// The choices' streams as one: each choice's chunks as they come, then (once every choice
+/// has finished) the usage when asked for, summed over the choices, and `[DONE]`. A failed
+/// choice ends the stream with its error and `[DONE]`.
+struct Choices {
+    choices: Vec<State>,
+    /// Choices not finished yet.
+    open: usize,
 }
 
-impl crate::sse::Encoder for State {
-    fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
-        self.encode_event(ev);
-        out.append(&mut self.pending);
-        self.finished
+/// The SSE stream of a request's generations, one per choice, in the order of their
+/// `index`.
+pub fn sse(
+    rxs: Vec<UnboundedReceiver<Event>>,
+    shape: ChunkShape,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let choices: Vec<State> = (0..rxs.len())
+        .map(|i| State {
+            shape: shape.clone(),
+            index: i as u32,
+            progress_since: None,
+            usage: Default::default(),
+            pending: VecDeque::new(),
+            finished: false,
+            failed: false,
+            tool_calls: 0,
+            text_len: 0,
+        })
+        .collect();
+    let encoder = Choices {
+        open: choices.len(),
+        choices,
+    };
+    crate::sse::stream(crate::sse::indexed(rxs), encoder)
+}
+
+impl crate::sse::Encoder for Choices {
+    type Input = (usize, Event);
+
+    fn encode(&mut self, (i, ev): (usize, Event), out: &mut VecDeque<SseEvent>) -> bool {
+        let Some(choice) = self.choices.get_mut(i) else {
+            return false;
+        };
+        // Nothing follows a choice's finish.
+        if choice.finished {
+            return false;
+        }
+        choice.encode_event(ev);
+        out.append(&mut choice.pending);
+        if choice.failed {
+            out.push_back(done());
+            return true;
+        }
+        if !choice.finished {
+            return false;
+        }
+        self.open -= 1;
+        if self.open > 0 {
+            return false;
+        }
+        let first = &self.choices[0].shape;
+        if first.include_usage {
+            let usage = generation::Usage::of_choices(self.choices.iter().map(|c| &c.usage));
+            out.push_back(data(&first.usage(usage.into())));
+        }
+        out.push_back(done());
+        true
     }
 }

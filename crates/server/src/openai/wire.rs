@@ -75,9 +75,20 @@ impl Sampling {
             top_p: self.top_p,
             top_k: self.top_k,
             seed: self.seed,
-            n: self.n,
             stop: self.stop.clone().map(Stop::into_vec).unwrap_or_default(),
             extras: self.extras.clone(),
+        }
+    }
+
+    /// The choices asked for (`n`, 1 unless given), checked against the requests the server
+    /// holds at once (`capacity`: its slots and queue), since each choice is one of them.
+    pub fn choices(&self, capacity: usize) -> Result<usize, ApiError> {
+        match self.n.unwrap_or(1) as usize {
+            0 => Err(ApiError::bad_request("`n` must be at least 1")),
+            n if n > capacity => Err(ApiError::bad_request(format!(
+                "`n` is {n}, but each choice is a request and this server holds at most {capacity} at once (its --parallel slots and --queue): ask for fewer choices, or start it with a larger --queue"
+            ))),
+            n => Ok(n),
         }
     }
 
