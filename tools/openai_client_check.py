@@ -10,7 +10,9 @@ output parsed into a Pydantic model, logprobs with top_logprobs, and the Respons
 continued by `previous_response_id`, against the same conversation sent whole, then
 `responses.retrieve`, `input_items.list` and `delete`; and Codex's request shape: a custom
 `apply_patch` tool with a Lark grammar, a regex-format tool, and the hosted `web_search`;
-log-probabilities over the Responses API against the chat's). Starts the server itself on a
+log-probabilities over the Responses API against the chat's; `truncation: "auto"` on a
+conversation longer than the context: whole turns left out from the oldest, and the next
+turn reusing the cut prompt). Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
@@ -281,9 +283,36 @@ def agent_checks(client):
         "deleted_is_404": gone, "broken_chain_is_400": broken_refused}
     stored_ok = (chained.usage.input_tokens == whole.usage.input_tokens and chained.output_text == whole.output_text
                  and got.output_text == chained.output_text and len(listed.data) == 1 and gone and broken_refused)
+    # truncation "auto": a conversation longer than the slot (2,048 tokens) loses its oldest
+    # turns, whole, and keeps the instructions; one more turn keeps the same cut, so its
+    # prompt reuses the previous one's.
+    convo = []
+    for i in range(40):
+        convo += [{"role": "user", "content": f"Question {i}: tell me about rivers, lakes and the sea."},
+                  {"role": "assistant", "content": f"Answer {i}: rivers flow to lakes, and lakes to the sea."}]
+    ask = convo + [{"role": "user", "content": "Which river is longest?"}]
+    try:
+        client.responses.create(model="any", input=ask, instructions="Be brief.", max_output_tokens=8)
+        refused = False
+    except openai.BadRequestError as e:
+        refused = "context holds" in e.message
+    first_cut = client.responses.create(model="any", input=ask, instructions="Be brief.", max_output_tokens=8,
+                                        temperature=0, truncation="auto")
+    kept_from = [k for k in range(0, len(ask), 2) if client.responses.input_tokens.count(
+        model="any", input=ask[k:], instructions="Be brief.").input_tokens == first_cut.usage.input_tokens]
+    longer = ask + [{"role": "assistant", "content": "The Nile."}, {"role": "user", "content": "And the widest?"}]
+    second_cut = client.responses.create(model="any", input=longer, instructions="Be brief.", max_output_tokens=8,
+                                         temperature=0, truncation="auto")
+    out["truncation"] = {"disabled_refused": refused, "status": first_cut.status, "echoed": first_cut.truncation,
+                         "input_tokens": first_cut.usage.input_tokens, "kept_from_item": kept_from,
+                         "next_turn_input_tokens": second_cut.usage.input_tokens,
+                         "next_turn_cached": second_cut.usage.input_tokens_details.cached_tokens}
+    truncation_ok = (refused and first_cut.truncation == "auto" and 0 < first_cut.usage.input_tokens <= 2048 - 8
+                     and len(kept_from) == 1 and kept_from[0] > 0
+                     and second_cut.usage.input_tokens_details.cached_tokens >= 512)
     responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
                     and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok and custom_ok
-                    and codex_ok and logprobs_ok)
+                    and codex_ok and logprobs_ok and truncation_ok)
     out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
                          and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
                          and all(p is not None for p in pets)

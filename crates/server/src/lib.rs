@@ -29,6 +29,7 @@ pub mod response_store;
 pub mod responses;
 mod sse;
 pub mod state;
+mod truncation;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;

@@ -94,9 +94,69 @@ struct ResponsesRequest {
     include: Option<Vec<String>>,
     /// Alternatives per token with the log-probabilities (0 to 20).
     top_logprobs: Option<u32>,
+    /// What a conversation too long for the context gets: a 400 (`disabled`, the default)
+    /// or its oldest turns left out (`auto`).
+    #[serde(default)]
+    truncation: Truncation,
     /// llama-server's reasoning budget, as the chat endpoint takes it.
     #[serde(flatten)]
     budget: output::WireBudget,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Truncation {
+    #[default]
+    Disabled,
+    Auto,
+}
+
+impl Truncation {
+    fn name(self) -> &'static str {
+        match self {
+            Truncation::Disabled => "disabled",
+            Truncation::Auto => "auto",
+        }
+    }
+}
+
+/// The conversation as the model sees it: whole, or under `truncation: "auto"` and too long
+/// for a slot's context (with `max_output_tokens` after it), without its oldest turns
+/// ([`crate::truncation`]). Left whole when even its last turn does not fit: the request's
+/// 400 then says so.
+fn fit_to_context(
+    loaded: &crate::state::Loaded,
+    req: &ResponsesRequest,
+    items: Vec<Value>,
+) -> std::result::Result<Vec<Value>, ApiError> {
+    if req.truncation == Truncation::Disabled {
+        return Ok(items);
+    }
+    let n_ctx = loaded.n_ctx_per_seq as usize;
+    let fits = |items: &[Value]| -> std::result::Result<(bool, usize), ApiError> {
+        let n = chat_tokens(loaded, &chat_input(req, items)?)?.len();
+        let room = req.max_output_tokens.map_or(1, |m| m as usize);
+        Ok((n + room <= n_ctx, n))
+    };
+    let (whole_fits, whole) = fits(&items)?;
+    if whole_fits {
+        return Ok(items);
+    }
+    let stride = n_ctx * crate::truncation::STRIDE_BYTES_PER_CONTEXT_TOKEN;
+    let (head, points) = crate::truncation::cut_points(&items, stride);
+    for start in points {
+        let kept = crate::truncation::kept(&items, head, start);
+        let (ok, n) = fits(&kept)?;
+        if ok {
+            tracing::info!(
+                "truncation auto: left out {} of {} input items ({whole} -> {n} prompt tokens, a slot holds {n_ctx})",
+                start - head,
+                items.len()
+            );
+            return Ok(kept);
+        }
+    }
+    Ok(items)
 }
 
 /// `reasoning`: only its `effort` reaches the model (the template).
@@ -377,6 +437,7 @@ struct ResponseMeta {
     model: String,
     previous_response_id: Option<String>,
     instructions: Option<String>,
+    truncation: Truncation,
     /// Kept once done: the store and the request's own input items.
     keep: Option<(Arc<AppState>, Vec<Value>)>,
     /// The request's custom tools (their calls are `custom_tool_call` items).
@@ -404,7 +465,7 @@ impl ResponseMeta {
             "output": output, "usage": usage(u), "error": null, "parallel_tool_calls": false,
             "tool_choice": "auto", "tools": [], "metadata": {},
             "previous_response_id": self.previous_response_id, "instructions": self.instructions,
-            "store": self.keep.is_some(),
+            "store": self.keep.is_some(), "truncation": self.truncation.name(),
         })
     }
 
@@ -526,7 +587,7 @@ async fn input_tokens(
 ) -> Result<Json<Value>> {
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
-    let items = conversation(&state, &req, own_items(&req)?)?;
+    let items = fit_to_context(loaded, &req, conversation(&state, &req, own_items(&req)?)?)?;
     let n = chat_tokens(loaded, &chat_input(&req, &items)?)?.len();
     Ok(Json(generation::input_tokens_answer(n)))
 }
@@ -538,7 +599,7 @@ async fn responses(
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
     let own = own_items(&req)?;
-    let items = conversation(&state, &req, own.clone())?;
+    let items = fit_to_context(loaded, &req, conversation(&state, &req, own.clone())?)?;
     let chat = chat_input(&req, &items)?;
     let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
     let choice = req
@@ -582,6 +643,7 @@ async fn responses(
         model: state.model_name.clone(),
         previous_response_id: req.previous_response_id.clone(),
         instructions: req.instructions.clone(),
+        truncation: req.truncation,
         keep: keep.then(|| (state.clone(), own)),
     };
     let rx = submit(&state, p)?;
