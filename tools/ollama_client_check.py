@@ -4,7 +4,8 @@ install ollama): chat streamed and not, generate, sampling options, loading only
 messages, no prompt), fill-in-the-middle with `suffix` (the same text as OpenAI's
 completions give for it), list, show (with the `insert` capability), ps, chat with `format=` a JSON
 schema (validated with jsonschema), chat with tools, and log-probabilities (the same as the
-OpenAI chat's for the conversation, streamed too); `embed` answers 404 saying it computes
+OpenAI chat's for the conversation, streamed too); a conversation longer than the context,
+cut at its oldest turns (the next turn reusing the cut prompt); `embed` answers 404 saying it computes
 no embeddings. Starts the server on a free loopback
 port; the record goes to --out.
 
@@ -115,6 +116,19 @@ def main():
             checks["bad_request"] = "no error"
         except ollama.ResponseError as e:
             checks["bad_request"] = {"status": e.status_code, "error": e.error}
+        # A conversation longer than the slot (2,048 tokens) loses its oldest turns, as
+        # Ollama's does, and the next turn keeps the same cut: its prompt is mostly reused.
+        convo = [{"role": "system", "content": "Be brief."}]
+        for i in range(40):
+            convo += [{"role": "user", "content": f"Question {i}: tell me about rivers, lakes and the sea."},
+                      {"role": "assistant", "content": f"Answer {i}: rivers flow to lakes, and lakes to the sea."}]
+        convo.append({"role": "user", "content": "Which river is longest?"})
+        first_cut = client.chat(model="m", messages=convo, stream=False, options={"num_predict": 8, "temperature": 0})
+        convo += [{"role": "assistant", "content": first_cut.message.content},
+                  {"role": "user", "content": "And the widest?"}]
+        second_cut = client.chat(model="m", messages=convo, stream=False, options={"num_predict": 8, "temperature": 0})
+        checks["truncation"] = {"done": [first_cut.done_reason, second_cut.done_reason],
+                                "prompt_eval_count": [first_cut.prompt_eval_count, second_cut.prompt_eval_count]}
         try:
             client.embed(model="m", input="x")
             checks["embed"] = "no error"
@@ -134,6 +148,8 @@ def main():
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and checks["logprobs"]["same_as_openai"] and checks["logprobs"]["streamed_same"]
           and len(checks["logprobs"]["tokens"]) == 12
+          and checks["truncation"]["done"] == ["length", "length"]
+          and 0 < checks["truncation"]["prompt_eval_count"][1] < checks["truncation"]["prompt_eval_count"][0] // 2
           and isinstance(checks["embed"], dict) and checks["embed"]["status"] == 404
           and "computes no embeddings" in checks["embed"]["error"]
           and code == 0)

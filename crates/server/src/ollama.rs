@@ -458,8 +458,28 @@ async fn chat(
     if req.messages.is_empty() {
         return Ok(load_only(&state, Kind::Chat, req.keep_alive.as_ref()));
     }
-    let messages = template_messages(&req.messages)?;
     let (reasoning, kwargs) = think(req.think.as_ref())?;
+    let asked = asked(&req.options, loaded.n_ctx_per_seq)?;
+    // As Ollama does, a conversation too long for the context loses its oldest messages.
+    let messages = crate::truncation::fit(
+        template_messages(&req.messages)?,
+        loaded.n_ctx_per_seq as usize,
+        asked.max_tokens.map(|m| m as usize),
+        |messages| {
+            let chat = ChatInput {
+                messages: messages.to_vec(),
+                tools: req.tools.clone(),
+                kwargs: kwargs.clone(),
+            };
+            Ok::<_, ApiError>(generation::chat_tokens(loaded, &chat)?.len())
+        },
+        |m| {
+            loaded
+                .engine
+                .tokenize_plain(&crate::truncation::item_text(m))
+                .len()
+        },
+    )?;
     let ask = OutputAsk {
         tools: match &req.tools {
             Some(t) => output::openai_tools(t)?,
@@ -477,7 +497,7 @@ async fn chat(
             kwargs,
         },
         &ask,
-        &asked(&req.options, loaded.n_ctx_per_seq)?,
+        &asked,
     )?;
     answer(
         &state,

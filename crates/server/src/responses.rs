@@ -121,9 +121,7 @@ impl Truncation {
 }
 
 /// The conversation as the model sees it: whole, or under `truncation: "auto"` and too long
-/// for a slot's context (with `max_output_tokens` after it), without its oldest turns
-/// ([`crate::truncation`]). Left whole when even its last turn does not fit: the request's
-/// 400 then says so.
+/// for a slot's context, without its oldest turns ([`crate::truncation::fit`]).
 fn fit_to_context(
     loaded: &crate::state::Loaded,
     req: &ResponsesRequest,
@@ -132,31 +130,18 @@ fn fit_to_context(
     if req.truncation == Truncation::Disabled {
         return Ok(items);
     }
-    let n_ctx = loaded.n_ctx_per_seq as usize;
-    let fits = |items: &[Value]| -> std::result::Result<(bool, usize), ApiError> {
-        let n = chat_tokens(loaded, &chat_input(req, items)?)?.len();
-        let room = req.max_output_tokens.map_or(1, |m| m as usize);
-        Ok((n + room <= n_ctx, n))
-    };
-    let (whole_fits, whole) = fits(&items)?;
-    if whole_fits {
-        return Ok(items);
-    }
-    let stride = n_ctx * crate::truncation::STRIDE_BYTES_PER_CONTEXT_TOKEN;
-    let (head, points) = crate::truncation::cut_points(&items, stride);
-    for start in points {
-        let kept = crate::truncation::kept(&items, head, start);
-        let (ok, n) = fits(&kept)?;
-        if ok {
-            tracing::info!(
-                "truncation auto: left out {} of {} input items ({whole} -> {n} prompt tokens, a slot holds {n_ctx})",
-                start - head,
-                items.len()
-            );
-            return Ok(kept);
-        }
-    }
-    Ok(items)
+    crate::truncation::fit(
+        items,
+        loaded.n_ctx_per_seq as usize,
+        req.max_output_tokens.map(|m| m as usize),
+        |items| Ok(chat_tokens(loaded, &chat_input(req, items)?)?.len()),
+        |item| {
+            loaded
+                .engine
+                .tokenize_plain(&crate::truncation::item_text(item))
+                .len()
+        },
+    )
 }
 
 /// `reasoning`: only its `effort` reaches the model (the template).

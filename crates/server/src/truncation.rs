@@ -1,22 +1,23 @@
-//! The Responses API's `truncation: "auto"`: where a conversation too long for a slot's
-//! context may be cut. OpenAI drops input items in the middle of the conversation; here the
-//! instructions and the system messages that open it stay, and whole turns (a user message
-//! and what answered it: messages, calls and their outputs) go from the oldest.
+//! A conversation too long for a slot's context, cut to fit: the Responses API's
+//! `truncation: "auto"`, and Ollama's chat, which always cuts. OpenAI drops input items in
+//! the middle of the conversation, Ollama the oldest messages but the system ones; here the
+//! instructions and the system messages that open the conversation stay, and whole turns
+//! (a user message and what answered it: messages, calls and their outputs) go from the
+//! oldest.
 //!
 //! The cut is taken at fixed points, so that it stays put while a conversation grows: a cut
 //! chosen afresh as the oldest turns that make room would move with every request, and
 //! every request would then evaluate its whole prompt again. The points are the first turns
-//! after each multiple of a stride of the conversation's bytes from its start (bytes of the
-//! items as sent, but for the ids this server gives them, so an earlier request's items
-//! count the same again): the kept part then changes once per stride of growth, and the
-//! requests in between reuse their prefix.
+//! after each multiple of half a context of the conversation's tokens from its start (each
+//! item's tokens as the caller measures them, without the ids this server gives messages,
+//! so an earlier request's items measure the same again): the kept part then changes once
+//! per half a context of growth, and the requests in between reuse their prefix.
 
 use serde_json::Value;
 
-/// Bytes of items per token of a slot's context in the stride between cut points: at about
-/// four bytes of item per token, a stride is half the context, so that a cut leaves room for
-/// half a context of growth before the next.
-pub const STRIDE_BYTES_PER_CONTEXT_TOKEN: usize = 2;
+/// The stride between cut points is a slot's context divided by this: a cut leaves at least
+/// half a context of the conversation, and room for half a context of growth before the next.
+pub const STRIDES_PER_CONTEXT: usize = 2;
 
 fn role(item: &Value) -> Option<&str> {
     let is_message = item
@@ -28,42 +29,46 @@ fn role(item: &Value) -> Option<&str> {
         .filter(|_| is_message)
 }
 
-/// An item's bytes as the stride counts them: its JSON without the `id` this server gives
-/// a message sent without one, which differs from request to request.
-fn item_bytes(item: &Value) -> usize {
+/// An item as a size is measured: its JSON without the `id` this server gives a message sent
+/// without one, which differs from request to request.
+pub fn item_text(item: &Value) -> String {
     match item.as_object() {
-        Some(o) => o
-            .iter()
-            .filter(|(k, _)| k.as_str() != "id")
-            .map(|(k, v)| k.len() + v.to_string().len())
-            .sum(),
-        None => item.to_string().len(),
+        Some(o) => {
+            let mut o = o.clone();
+            o.remove("id");
+            Value::Object(o).to_string()
+        }
+        None => item.to_string(),
     }
 }
 
 /// Where `items` may be cut, in the order to try them: the leading system messages kept
 /// (`head`, the count of items before the first turn), then candidate starts of the kept
 /// turns, each a user message's index. First the fixed points (the first turn at or after
-/// each multiple of `stride_bytes` from the first turn's start), then the other turns after
-/// the last of them, oldest first: the later a start, the less is kept.
-pub fn cut_points(items: &[Value], stride_bytes: usize) -> (usize, Vec<usize>) {
+/// each multiple of `stride` from the first turn's start, items measured by `size`), then
+/// the other turns after the last of them, oldest first: the later a start, the less is kept.
+pub fn cut_points(
+    items: &[Value],
+    stride: usize,
+    size: impl Fn(&Value) -> usize,
+) -> (usize, Vec<usize>) {
     let head = items
         .iter()
         .take_while(|i| matches!(role(i), Some("system" | "developer")))
         .count();
-    let stride = stride_bytes.max(1);
-    let mut bytes = 0usize;
+    let stride = stride.max(1);
+    let mut total = 0usize;
     let mut fixed = Vec::new();
     let mut turns = Vec::new();
     for (i, item) in items.iter().enumerate().skip(head) {
         // The first turn is kept whole or the request fails: not a cut.
         if i > head && role(item) == Some("user") {
             turns.push(i);
-            if bytes / stride > fixed.len() {
+            if total / stride > fixed.len() {
                 fixed.push(i);
             }
         }
-        bytes += item_bytes(item);
+        total += size(item);
     }
     let last_fixed = fixed.last().copied().unwrap_or(head);
     fixed.extend(turns.into_iter().filter(|&t| t > last_fixed));
@@ -79,10 +84,61 @@ pub fn kept(items: &[Value], head: usize, start: usize) -> Vec<Value> {
         .collect()
 }
 
+/// The share of a slot's context a cut leaves to the reply at least (the reply's
+/// `max_tokens` when larger): a conversation cut to just fit would otherwise get a reply of
+/// a few tokens.
+pub const REPLY_SHARE_AFTER_A_CUT: usize = 4;
+
+/// `items`, or, when their prompt (`count` renders and counts it) and `max_tokens` (1 when
+/// absent) would not fit a slot's `n_ctx`, `items` without their oldest turns: cut at the
+/// first of [`cut_points`] (items measured by `size`, in tokens) that leaves the reply a
+/// [`REPLY_SHARE_AFTER_A_CUT`] of the context, or else at the first that fits at all. Left
+/// whole when even the last turn does not fit (the request's 400 then says so).
+pub fn fit<E>(
+    items: Vec<Value>,
+    n_ctx: usize,
+    max_tokens: Option<usize>,
+    count: impl Fn(&[Value]) -> Result<usize, E>,
+    size: impl Fn(&Value) -> usize,
+) -> Result<Vec<Value>, E> {
+    let need = max_tokens.unwrap_or(1);
+    let whole = count(&items)?;
+    if whole + need <= n_ctx {
+        return Ok(items);
+    }
+    let reserve = need.max(n_ctx / REPLY_SHARE_AFTER_A_CUT);
+    let (head, points) = cut_points(&items, n_ctx / STRIDES_PER_CONTEXT, size);
+    let mut chosen = None;
+    for start in points {
+        let n = count(&kept(&items, head, start))?;
+        if n + reserve <= n_ctx {
+            chosen = Some((start, n));
+            break;
+        }
+        if chosen.is_none() && n + need <= n_ctx {
+            chosen = Some((start, n));
+        }
+    }
+    let Some((start, n)) = chosen else {
+        return Ok(items);
+    };
+    tracing::info!(
+        "the conversation's oldest {} of {} items left out to fit a slot of {n_ctx} tokens ({whole} -> {n} prompt tokens)",
+        start - head,
+        items.len()
+    );
+    Ok(kept(&items, head, start))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Sizes in bytes of the measured text, as a test's tokens.
+    fn bytes_of(item: &Value) -> usize {
+        item_text(item).len()
+    }
 
     fn user(text: &str) -> Value {
         json!({"role": "user", "content": text})
@@ -103,7 +159,7 @@ mod tests {
         for t in ["a", "b", "c"] {
             items.extend(turn(t));
         }
-        let (head, points) = cut_points(&items, 1_000_000);
+        let (head, points) = cut_points(&items, 1_000_000, bytes_of);
         assert_eq!(head, 1);
         // No fixed point within a stride this long: every later turn, oldest first.
         assert_eq!(points, vec![5, 9]);
@@ -111,6 +167,62 @@ mod tests {
         assert_eq!(k.len(), 5);
         assert_eq!(k[0]["role"], "developer");
         assert_eq!(k[1], user("c"));
+    }
+
+    #[test]
+    fn a_cut_leaves_the_reply_a_quarter_of_the_context_or_else_what_fits() {
+        let items: Vec<Value> = (0..8).flat_map(|i| turn(&i.to_string())).collect();
+        // A token per item: 32 tokens, then each cut point leaves 4 fewer.
+        let count = |items: &[Value]| -> Result<usize, ()> { Ok(items.len()) };
+        assert_eq!(
+            fit(items.clone(), 40, Some(8), count, bytes_of)
+                .unwrap()
+                .len(),
+            32
+        );
+        // 32 + 9 > 40: cut to 28, which leaves 12 >= 40 / 4 = 10 for the reply.
+        assert_eq!(
+            fit(items.clone(), 40, Some(9), count, bytes_of)
+                .unwrap()
+                .len(),
+            28
+        );
+        // No max_tokens: 32 + 1 > 32; a quarter (8) is left at 24.
+        assert_eq!(
+            fit(items.clone(), 32, None, count, bytes_of).unwrap().len(),
+            24
+        );
+        // A reply larger than the context's quarter is what must be left.
+        assert_eq!(
+            fit(items.clone(), 40, Some(20), count, bytes_of)
+                .unwrap()
+                .len(),
+            20
+        );
+        // Nothing leaves 36 of 40; the first cut that fits at all is taken.
+        assert_eq!(
+            fit(items.clone(), 40, Some(36), count, bytes_of)
+                .unwrap()
+                .len(),
+            4
+        );
+        // Not even the last turn fits: whole, for the 400.
+        assert_eq!(
+            fit(items.clone(), 40, Some(37), count, bytes_of)
+                .unwrap()
+                .len(),
+            32
+        );
+        assert_eq!(
+            fit(
+                items,
+                40,
+                None,
+                |_: &[Value]| Err::<usize, _>("x"),
+                bytes_of
+            ),
+            Err("x")
+        );
     }
 
     #[test]
@@ -126,13 +238,16 @@ mod tests {
                 item
             })
             .collect();
-        assert_eq!(cut_points(&items, 1000), cut_points(&with_ids, 1000));
+        assert_eq!(
+            cut_points(&items, 1000, bytes_of),
+            cut_points(&with_ids, 1000, bytes_of)
+        );
     }
 
     #[test]
     fn a_growing_conversation_is_cut_once_per_stride_and_keeps_half_a_window() {
         let text = "x".repeat(100);
-        let bytes = |items: &[Value]| items.iter().map(|i| i.to_string().len()).sum::<usize>();
+        let bytes = |items: &[Value]| items.iter().map(bytes_of).sum::<usize>();
         // A window of 4,000 bytes of items, a cut point every 2,000 (half of it).
         let (window, stride) = (4000, 2000);
         let mut items = vec![json!({"role": "system", "content": "be brief"})];
@@ -142,7 +257,7 @@ mod tests {
             if bytes(&items) <= window {
                 continue;
             }
-            let (head, points) = cut_points(&items, stride);
+            let (head, points) = cut_points(&items, stride, bytes_of);
             let start = points
                 .into_iter()
                 .find(|&p| bytes(&kept(&items, head, p)) <= window)
