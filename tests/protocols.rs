@@ -341,6 +341,73 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
             "{path} {body}: {msg:?} lacks {needle:?}"
         );
     }
+    // A prompt beyond the context (2,048 tokens), as each protocol's clients recognize it
+    // (agents compact their conversation on it).
+    let long = "Tell me about rivers, lakes and the sea. ".repeat(300);
+    let overflow = |path: &str, body: Value| {
+        let (code, v) = post_raw(&server, path, &body.to_string(), Some("k"));
+        assert_eq!(code, 400, "{path}: {v}");
+        v
+    };
+    let messages = json!([{"role": "user", "content": long}]);
+    for path in ["/v1/chat/completions", "/v1/responses"] {
+        let body = if path == "/v1/responses" {
+            json!({"input": messages})
+        } else {
+            json!({"messages": messages})
+        };
+        let v = overflow(path, body);
+        assert_eq!(v["error"]["code"], "context_length_exceeded", "{v}");
+        let msg = error_message(path, &v);
+        assert!(
+            msg.starts_with("This model's maximum context length is 2048 tokens"),
+            "{msg}"
+        );
+        assert!(v["error"]["n_prompt_tokens"].as_u64().unwrap() > 2048);
+    }
+    let v = overflow(
+        "/v1/chat/completions",
+        json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 4000}),
+    );
+    assert!(
+        error_message("/v1/chat/completions", &v)
+            .contains("for the completion): lower max_tokens to at most"),
+        "{v}"
+    );
+    let v = overflow(
+        "/v1/messages",
+        json!({"max_tokens": 8, "messages": messages}),
+    );
+    let msg = error_message("/v1/messages", &v);
+    let counts: Vec<&str> = msg
+        .strip_prefix("prompt is too long: ")
+        .and_then(|m| m.split(" maximum").next())
+        .map(|m| m.split(" tokens > ").collect())
+        .unwrap_or_default();
+    assert_eq!(counts.len(), 2, "{msg}");
+    assert!(
+        counts[0].parse::<u64>().unwrap() > 2048 && counts[1] == "2048",
+        "{msg}"
+    );
+    let v = overflow(
+        "/v1/messages",
+        json!({"max_tokens": 4000, "messages": [{"role": "user", "content": "x"}]}),
+    );
+    assert!(
+        error_message("/v1/messages", &v)
+            .starts_with("input length and `max_tokens` exceed context limit: "),
+        "{v}"
+    );
+    let v = overflow("/completion", json!({"prompt": long}));
+    assert_eq!(v["error"]["type"], "exceed_context_size_error", "{v}");
+    assert_eq!(v["error"]["n_ctx"], 2048, "{v}");
+    // Ollama cuts a conversation at its oldest turns; only a last turn too long is refused.
+    let v = overflow("/api/chat", json!({"messages": messages, "stream": false}));
+    assert!(
+        error_message("/api/chat", &v).contains("a slot's context holds 2048"),
+        "{v}"
+    );
+
     for path in [
         "/v1/chat/completions",
         "/chat/completions",

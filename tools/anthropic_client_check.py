@@ -4,7 +4,8 @@ install anthropic): messages.create and messages.stream with text, tool use with
 tool_choice {"type": "any"} (the input validated against the tool's schema with
 jsonschema), count_tokens, prompt-cache reuse in usage, and the SDK's own error types for a
 bad request and a wrong key; structured outputs (messages.parse with a pydantic model,
-streamed and not), and models.list / models.retrieve. The current SDK takes no temperature/top_p/top_k arguments,
+streamed and not), and models.list / models.retrieve; a prompt beyond the context refused in Anthropic's words
+(`prompt is too long: N tokens > M maximum`). The current SDK takes no temperature/top_p/top_k arguments,
 so they go through extra_body. Then `thinking` with a `budget_tokens`, on a second server
 whose template opens the reasoning block as Qwen3.5's does: the thinking block is the
 unbudgeted reply's first tokens, and a text block follows. Starts the servers on free
@@ -12,7 +13,7 @@ loopback ports; the record goes to --out.
 
     python3 tools/anthropic_client_check.py [--bin target/release/epm-run] [--out F]
 """
-import argparse, os, platform, signal, sys
+import argparse, os, platform, re, signal, sys
 
 from typing import Literal
 
@@ -159,6 +160,16 @@ def main():
             checks["wrong_key"] = "no error"
         except anthropic.AuthenticationError as e:
             checks["wrong_key"] = {"status": e.status_code, "type": e.body["error"]["type"]}
+        # A conversation beyond the context (2,048 tokens), in Anthropic's words, whose counts
+        # Claude Code reads to compact it.
+        try:
+            client.messages.create(model="any", max_tokens=8, messages=[
+                {"role": "user", "content": "Tell me about rivers, lakes and the sea. " * 300}])
+            checks["too_long"] = "no error"
+        except anthropic.BadRequestError as e:
+            m = re.match(r"prompt is too long: (\d+) tokens > (\d+) maximum", e.body["error"]["message"])
+            checks["too_long"] = {"status": e.status_code, "type": e.body["error"]["type"],
+                                  "counts": [int(m.group(1)), int(m.group(2))] if m else None}
         listed = client.models.list()
         got = client.models.retrieve(listed.data[0].id)
         checks["models"] = {"ids": [m.id for m in listed.data], "has_more": listed.has_more,
@@ -178,6 +189,9 @@ def main():
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
           and checks["thinking_budget"]["passed"]
+          and isinstance(checks["too_long"], dict) and checks["too_long"]["type"] == "invalid_request_error"
+          and checks["too_long"]["counts"] is not None and checks["too_long"]["counts"][0] > 2048
+          and checks["too_long"]["counts"][1] == 2048
           and checks["models"]["has_more"] is False and checks["models"]["type"] == "model"
           and checks["models"]["first_id"] == checks["models"]["ids"][0] == checks["models"]["display_name"]
           and checks["models"]["created_at"] != "None"

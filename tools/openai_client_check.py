@@ -295,7 +295,8 @@ def agent_checks(client):
         client.responses.create(model="any", input=ask, instructions="Be brief.", max_output_tokens=8)
         refused = False
     except openai.BadRequestError as e:
-        refused = "context holds" in e.message
+        # As OpenAI words it, which agents read to compact the conversation.
+        refused = e.code == "context_length_exceeded" and "maximum context length is 2048 tokens" in e.message
     first_cut = client.responses.create(model="any", input=ask, instructions="Be brief.", max_output_tokens=8,
                                         temperature=0, truncation="auto")
     kept_from = [k for k in range(0, len(ask), 2) if client.responses.input_tokens.count(
@@ -390,7 +391,7 @@ def main():
             client.chat.completions.create(model="any", messages=msgs, max_tokens=100000)
             checks["bad_request"] = "no error"
         except openai.BadRequestError as e:
-            checks["bad_request"] = {"status": e.status_code, "message": e.message}
+            checks["bad_request"] = {"status": e.status_code, "message": e.message, "code": e.code}
         try:
             openai.OpenAI(base_url=base + "/v1", api_key="wrong").models.list()
             checks["wrong_key"] = "no error"
@@ -415,6 +416,7 @@ def main():
         code = proc.wait(timeout=30)
     ok = (checks["chat_stream"]["same_as_non_streaming"] and checks["chat"]["usage"]["completion_tokens"] > 0
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
+          and checks["bad_request"]["code"] == "context_length_exceeded"
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
           and checks["choices"]["indexes"] == [0, 1] and checks["choices"]["second_same_as_seed_after"]
           and isinstance(checks["embeddings"], dict) and "computes no embeddings" in checks["embeddings"]["message"]

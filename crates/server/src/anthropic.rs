@@ -56,7 +56,26 @@ impl AnthropicError {
     }
 
     pub fn body(&self) -> Value {
-        json!({"type": "error", "error": {"type": self.kind(), "message": self.0.message}})
+        // A prompt beyond the context in Anthropic's words, which Claude Code and litellm
+        // read (the counts in them too) to compact the conversation.
+        let message = match self.0.overflow {
+            Some(o) => match o.max_tokens {
+                Some(m) if o.prompt_tokens < o.n_ctx => format!(
+                    "input length and `max_tokens` exceed context limit: {} + {m} > {}, decrease input length or `max_tokens` and try again ({})",
+                    o.prompt_tokens,
+                    o.n_ctx,
+                    o.advice()
+                ),
+                _ => format!(
+                    "prompt is too long: {} tokens > {} maximum ({})",
+                    o.prompt_tokens,
+                    o.n_ctx,
+                    o.advice()
+                ),
+            },
+            None => self.0.message.clone(),
+        };
+        json!({"type": "error", "error": {"type": self.kind(), "message": message}})
     }
 }
 

@@ -45,6 +45,51 @@ pub struct ApiError {
     pub message: String,
     /// Seconds, for `Retry-After` (503 only).
     pub retry_after: Option<u32>,
+    /// The prompt did not fit a slot's context: each protocol words this as its clients
+    /// recognize it (an agent compacts its conversation on that error).
+    pub overflow: Option<ContextOverflow>,
+}
+
+/// A prompt, with the reply's `max_tokens` after it, beyond a slot's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextOverflow {
+    pub prompt_tokens: usize,
+    /// The reply's tokens asked for, when the request gave a number.
+    pub max_tokens: Option<u32>,
+    /// A slot's context.
+    pub n_ctx: usize,
+}
+
+impl ContextOverflow {
+    /// What to change, for a message that has said what does not fit.
+    pub fn advice(&self) -> String {
+        match self.max_tokens {
+            Some(_) if self.prompt_tokens < self.n_ctx => format!(
+                "lower max_tokens to at most {}, shorten the prompt, or start the server with a larger -c",
+                self.n_ctx - self.prompt_tokens
+            ),
+            _ => "shorten the prompt, or start the server with a larger -c (or fewer --parallel slots)"
+                .to_string(),
+        }
+    }
+
+    /// The protocol-neutral message.
+    pub fn message(&self) -> String {
+        match self.max_tokens {
+            Some(m) if self.prompt_tokens < self.n_ctx => format!(
+                "the prompt has {} tokens and max_tokens asks for {m} more, but a slot's context holds {}: {}",
+                self.prompt_tokens,
+                self.n_ctx,
+                self.advice()
+            ),
+            _ => format!(
+                "the prompt has {} tokens, but a slot's context holds {}: {}",
+                self.prompt_tokens,
+                self.n_ctx,
+                self.advice()
+            ),
+        }
+    }
 }
 
 impl ApiError {
@@ -53,6 +98,15 @@ impl ApiError {
             kind,
             message: message.into(),
             retry_after: None,
+            overflow: None,
+        }
+    }
+
+    /// A 400 for a prompt beyond the context.
+    pub fn context_overflow(o: ContextOverflow) -> ApiError {
+        ApiError {
+            overflow: Some(o),
+            ..ApiError::bad_request(o.message())
         }
     }
 

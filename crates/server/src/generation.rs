@@ -23,7 +23,7 @@ use epm_engine::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ContextOverflow};
 use crate::output::{OutputAsk, OutputPlan};
 use crate::state::{AppState, ControlGuard, Loaded, ServerCounters};
 use crate::ServerOptions;
@@ -276,11 +276,15 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
     if prompt.is_empty() {
         return Err(ApiError::bad_request("the prompt is empty"));
     }
+    let overflow = |max_tokens| {
+        ApiError::context_overflow(ContextOverflow {
+            prompt_tokens: prompt.len(),
+            max_tokens,
+            n_ctx,
+        })
+    };
     if prompt.len() >= n_ctx {
-        return Err(ApiError::bad_request(format!(
-            "the prompt has {} tokens, but a slot's context holds {n_ctx}: shorten the prompt, or start the server with a larger -c (or fewer --parallel slots)",
-            prompt.len()
-        )));
+        return Err(overflow(asked.max_tokens));
     }
     let room = (n_ctx - prompt.len()) as u32;
     let max_tokens = asked
@@ -291,10 +295,7 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
         return Err(ApiError::bad_request("`max_tokens` must be at least 1"));
     }
     if prompt.len() + max_tokens as usize > n_ctx {
-        return Err(ApiError::bad_request(format!(
-            "the prompt has {} tokens and max_tokens asks for {max_tokens} more, but a slot's context holds {n_ctx}: lower max_tokens to at most {room}, shorten the prompt, or start the server with a larger -c",
-            prompt.len()
-        )));
+        return Err(overflow(Some(max_tokens)));
     }
     Ok(Prepared {
         prompt,

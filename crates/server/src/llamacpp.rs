@@ -49,7 +49,15 @@ impl LlamaCppError {
             ErrorKind::Unavailable => "unavailable_error",
             ErrorKind::Internal => "server_error",
         };
-        json!({"error": {"code": self.0.status().as_u16(), "message": self.0.message, "type": kind}})
+        match self.0.overflow {
+            // llama-server's type and counts for a prompt beyond the context.
+            Some(o) => json!({"error": {"code": self.0.status().as_u16(),
+                "message": format!("the request exceeds the available context size, try increasing it: {}", self.0.message),
+                "type": "exceed_context_size_error", "n_prompt_tokens": o.prompt_tokens, "n_ctx": o.n_ctx}}),
+            None => {
+                json!({"error": {"code": self.0.status().as_u16(), "message": self.0.message, "type": kind}})
+            }
+        }
     }
 }
 

@@ -50,15 +50,48 @@ impl OpenAiError {
     }
 
     pub fn body(&self) -> Value {
-        serde_json::to_value(ErrorBody {
+        // A prompt beyond the context in OpenAI's words and code, which agents (Codex,
+        // litellm) read to compact the conversation; llama-server's counts beside them.
+        let (message, code) = match self.0.overflow {
+            Some(o) => (
+                overflow_message(&o),
+                Some("context_length_exceeded".to_string()),
+            ),
+            None => (self.0.message.clone(), None),
+        };
+        let mut body = serde_json::to_value(ErrorBody {
             error: ErrorDetail {
-                message: self.0.message.clone(),
+                message,
                 kind: self.kind(),
                 param: None,
-                code: None,
+                code,
             },
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+        if let Some(o) = self.0.overflow {
+            body["error"]["n_prompt_tokens"] = o.prompt_tokens.into();
+            body["error"]["n_ctx"] = o.n_ctx.into();
+        }
+        body
+    }
+}
+
+/// OpenAI's message for a prompt beyond the context, then what to change.
+fn overflow_message(o: &crate::error::ContextOverflow) -> String {
+    match o.max_tokens {
+        Some(m) if o.prompt_tokens < o.n_ctx => format!(
+            "This model's maximum context length is {} tokens (a slot's), however you requested {} tokens ({} in your prompt; {m} for the completion): {}",
+            o.n_ctx,
+            o.prompt_tokens + m as usize,
+            o.prompt_tokens,
+            o.advice()
+        ),
+        _ => format!(
+            "This model's maximum context length is {} tokens (a slot's), however your messages resulted in {} tokens: {}",
+            o.n_ctx,
+            o.prompt_tokens,
+            o.advice()
+        ),
     }
 }
 
