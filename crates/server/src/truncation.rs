@@ -15,8 +15,10 @@
 
 use serde_json::Value;
 
-/// The stride between cut points is a slot's context divided by this: a cut leaves at least
-/// half a context of the conversation, and room for half a context of growth before the next.
+/// The stride between cut points is a slot's context divided by this. With the reply's
+/// quarter ([`REPLY_SHARE_AFTER_A_CUT`]) a cut moves when what it keeps passes three quarters
+/// of the context, to the next point, which keeps about a quarter: so once per half a
+/// context of growth, and never keeping less than a quarter but for the turns' granularity.
 pub const STRIDES_PER_CONTEXT: usize = 2;
 
 fn role(item: &Value) -> Option<&str> {
