@@ -35,18 +35,17 @@ def system_prompt(tokens, tokens_per_word):
     return "You are a coding agent. " + " ".join(words[:n])
 
 
-def prompt_tokens(port, messages, ctx):
-    """The prompt's length in tokens, from the 400 the server gives when max_tokens cannot
-    fit: the server tokenizes the prompt but evaluates nothing."""
+def prompt_tokens(port, messages):
+    """The prompt's length in tokens, as the server counts a chat request's without
+    evaluating anything (`/v1/chat/completions/input_tokens`)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("POST", "/v1/chat/completions", body=json.dumps({"messages": messages, "max_tokens": 4 * ctx}),
+    c.request("POST", "/v1/chat/completions/input_tokens", body=json.dumps({"messages": messages}),
               headers={"Content-Type": "application/json"})
     r = c.getresponse()
     body = r.read().decode()
-    m = re.search(r"the prompt has (\d+) tokens", body)
-    if r.status != 400 or not m:
+    if r.status != 200:
         raise SystemExit(f"could not count the prompt's tokens: HTTP {r.status}: {body[:300]}")
-    return int(m.group(1))
+    return int(json.loads(body)["input_tokens"])
 
 
 def stats_now(port):
@@ -101,7 +100,7 @@ def main():
     for _ in range(3):
         system = system_prompt(a.system_tokens, tokens_per_word)
         n = prompt_tokens(port, [{"role": "system", "content": system},
-                                 {"role": "user", "content": TURNS[0]}], a.ctx)
+                                 {"role": "user", "content": TURNS[0]}])
         if abs(n - a.system_tokens) <= a.system_tokens * 0.05:
             break
         tokens_per_word *= n / a.system_tokens

@@ -764,7 +764,9 @@ fn bad_requests_get_openai_errors_with_the_right_status() {
         "messages[0].content",
     );
     let long = json!({"messages": messages("Be brief.", "Hi"), "max_tokens": 5000}).to_string();
-    check(call(&long, Some("sekrit")), 400, "holds 1024");
+    let too_long = call(&long, Some("sekrit"));
+    assert_eq!(too_long.1["error"]["code"], "context_length_exceeded");
+    check(too_long, 400, "maximum context length is 1024 tokens");
     let huge =
         json!({"messages": messages("x", &"word ".repeat(300_000)), "max_tokens": 2}).to_string();
     // The server reads (and drops) an oversized body before it answers 413, so a client
