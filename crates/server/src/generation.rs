@@ -360,6 +360,29 @@ pub fn chat_tokens(loaded: &Loaded, chat: &ChatInput) -> Result<Vec<i32>, ApiErr
         .tokenize(&render_chat(loaded, chat)?, true, true))
 }
 
+/// A conversation's items (messages, or Responses items) cut to fit a slot's context with
+/// `max_tokens` after them ([`crate::truncation::fit`]): `chat` makes the template's input of
+/// a part of them, whose prompt is counted; each item is measured by its own tokens.
+pub fn fit_conversation(
+    loaded: &Loaded,
+    items: Vec<serde_json::Value>,
+    max_tokens: Option<u32>,
+    chat: impl Fn(&[serde_json::Value]) -> Result<ChatInput, ApiError>,
+) -> Result<Vec<serde_json::Value>, ApiError> {
+    crate::truncation::fit(
+        items,
+        loaded.n_ctx_per_seq as usize,
+        max_tokens.map(|m| m as usize),
+        |items| Ok(chat_tokens(loaded, &chat(items)?)?.len()),
+        |item| {
+            loaded
+                .engine
+                .tokenize_plain(&crate::truncation::item_text(item))
+                .len()
+        },
+    )
+}
+
 /// A token count's answer, in llama-server's and the Responses API's shape.
 pub fn input_tokens_answer(n: usize) -> serde_json::Value {
     serde_json::json!({"object": "response.input_tokens", "input_tokens": n})

@@ -461,23 +461,16 @@ async fn chat(
     let (reasoning, kwargs) = think(req.think.as_ref())?;
     let asked = asked(&req.options, loaded.n_ctx_per_seq)?;
     // As Ollama does, a conversation too long for the context loses its oldest messages.
-    let messages = crate::truncation::fit(
+    let messages = generation::fit_conversation(
+        loaded,
         template_messages(&req.messages)?,
-        loaded.n_ctx_per_seq as usize,
-        asked.max_tokens.map(|m| m as usize),
+        asked.max_tokens,
         |messages| {
-            let chat = ChatInput {
+            Ok(ChatInput {
                 messages: messages.to_vec(),
                 tools: req.tools.clone(),
                 kwargs: kwargs.clone(),
-            };
-            Ok::<_, ApiError>(generation::chat_tokens(loaded, &chat)?.len())
-        },
-        |m| {
-            loaded
-                .engine
-                .tokenize_plain(&crate::truncation::item_text(m))
-                .len()
+            })
         },
     )?;
     let ask = OutputAsk {

@@ -130,18 +130,9 @@ fn fit_to_context(
     if req.truncation == Truncation::Disabled {
         return Ok(items);
     }
-    crate::truncation::fit(
-        items,
-        loaded.n_ctx_per_seq as usize,
-        req.max_output_tokens.map(|m| m as usize),
-        |items| Ok(chat_tokens(loaded, &chat_input(req, items)?)?.len()),
-        |item| {
-            loaded
-                .engine
-                .tokenize_plain(&crate::truncation::item_text(item))
-                .len()
-        },
-    )
+    generation::fit_conversation(loaded, items, req.max_output_tokens, |items| {
+        chat_input(req, items)
+    })
 }
 
 /// `reasoning`: only its `effort` reaches the model (the template).
