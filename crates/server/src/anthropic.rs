@@ -59,14 +59,14 @@ impl AnthropicError {
         // A prompt beyond the context in Anthropic's words, which Claude Code and litellm
         // read (the counts in them too) to compact the conversation.
         let message = match self.0.overflow {
-            Some(o) => match o.max_tokens {
-                Some(m) if o.prompt_tokens < o.n_ctx => format!(
+            Some(o) => match o.reply_tokens() {
+                Some(m) => format!(
                     "input length and `max_tokens` exceed context limit: {} + {m} > {}, decrease input length or `max_tokens` and try again ({})",
                     o.prompt_tokens,
                     o.n_ctx,
                     o.advice()
                 ),
-                _ => format!(
+                None => format!(
                     "prompt is too long: {} tokens > {} maximum ({})",
                     o.prompt_tokens,
                     o.n_ctx,

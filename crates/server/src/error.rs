@@ -61,28 +61,34 @@ pub struct ContextOverflow {
 }
 
 impl ContextOverflow {
+    /// The reply's `max_tokens` when they are what overflows (the prompt alone fits); `None`
+    /// when the prompt alone is too long. Each protocol words the two cases apart.
+    pub fn reply_tokens(&self) -> Option<u32> {
+        self.max_tokens.filter(|_| self.prompt_tokens < self.n_ctx)
+    }
+
     /// What to change, for a message that has said what does not fit.
     pub fn advice(&self) -> String {
-        match self.max_tokens {
-            Some(_) if self.prompt_tokens < self.n_ctx => format!(
+        match self.reply_tokens() {
+            Some(_) => format!(
                 "lower max_tokens to at most {}, shorten the prompt, or start the server with a larger -c",
                 self.n_ctx - self.prompt_tokens
             ),
-            _ => "shorten the prompt, or start the server with a larger -c (or fewer --parallel slots)"
+            None => "shorten the prompt, or start the server with a larger -c (or fewer --parallel slots)"
                 .to_string(),
         }
     }
 
     /// The protocol-neutral message.
     pub fn message(&self) -> String {
-        match self.max_tokens {
-            Some(m) if self.prompt_tokens < self.n_ctx => format!(
+        match self.reply_tokens() {
+            Some(m) => format!(
                 "the prompt has {} tokens and max_tokens asks for {m} more, but a slot's context holds {}: {}",
                 self.prompt_tokens,
                 self.n_ctx,
                 self.advice()
             ),
-            _ => format!(
+            None => format!(
                 "the prompt has {} tokens, but a slot's context holds {}: {}",
                 self.prompt_tokens,
                 self.n_ctx,

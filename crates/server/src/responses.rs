@@ -103,21 +103,12 @@ struct ResponsesRequest {
     budget: output::WireBudget,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 enum Truncation {
     #[default]
     Disabled,
     Auto,
-}
-
-impl Truncation {
-    fn name(self) -> &'static str {
-        match self {
-            Truncation::Disabled => "disabled",
-            Truncation::Auto => "auto",
-        }
-    }
 }
 
 /// The conversation as the model sees it: whole, or under `truncation: "auto"` and too long
@@ -441,7 +432,7 @@ impl ResponseMeta {
             "output": output, "usage": usage(u), "error": null, "parallel_tool_calls": false,
             "tool_choice": "auto", "tools": [], "metadata": {},
             "previous_response_id": self.previous_response_id, "instructions": self.instructions,
-            "store": self.keep.is_some(), "truncation": self.truncation.name(),
+            "store": self.keep.is_some(), "truncation": self.truncation,
         })
     }
 

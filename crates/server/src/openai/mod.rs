@@ -78,15 +78,15 @@ impl OpenAiError {
 
 /// OpenAI's message for a prompt beyond the context, then what to change.
 fn overflow_message(o: &crate::error::ContextOverflow) -> String {
-    match o.max_tokens {
-        Some(m) if o.prompt_tokens < o.n_ctx => format!(
+    match o.reply_tokens() {
+        Some(m) => format!(
             "This model's maximum context length is {} tokens (a slot's), however you requested {} tokens ({} in your prompt; {m} for the completion): {}",
             o.n_ctx,
             o.prompt_tokens + m as usize,
             o.prompt_tokens,
             o.advice()
         ),
-        _ => format!(
+        None => format!(
             "This model's maximum context length is {} tokens (a slot's), however your messages resulted in {} tokens: {}",
             o.n_ctx,
             o.prompt_tokens,
