@@ -8,6 +8,7 @@ mod common;
 use common::server::Server;
 use common::*;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 fn post_raw(server: &Server, path: &str, body: &str, key: Option<&str>) -> (u16, Value) {
     let mut req = ureq::post(&server.url(path)).set("content-type", "application/json");
@@ -1029,4 +1030,167 @@ fn a_server_without_a_response_store_says_to_send_the_conversation() {
         msg.contains("keeps none") && msg.contains("whole conversation"),
         "{msg}"
     );
+}
+
+/// A background response (`background: true`) is answered at once, `queued`, and runs on:
+/// polled, it ends with the reply the same request gives in the foreground; its events
+/// replay whole or after a sequence number; a cancel stops a running one (`cancelled`,
+/// the job counted cancelled); and what cannot be done says why.
+#[test]
+fn background_responses_answer_at_once_run_on_and_cancel() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &["-c", "4096"]);
+    let ask = |extra: Value| {
+        merged(
+            json!({"input": "Name three rivers of Europe.", "max_output_tokens": 12, "temperature": 0}),
+            &extra,
+        )
+    };
+    let reference = post(&server, "/v1/responses", ask(json!({})));
+    let queued = post(&server, "/v1/responses", ask(json!({"background": true})));
+    assert_eq!(
+        (&queued["status"], &queued["background"], &queued["output"]),
+        (&json!("queued"), &json!(true), &json!([])),
+        "{queued}"
+    );
+    let id = queued["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/responses/{id}");
+    let mut done = Value::Null;
+    wait_for(
+        "the background response to end",
+        Duration::from_secs(60),
+        || {
+            let (code, r) = call("GET", &server, &path);
+            assert_eq!(code, 200, "{r}");
+            let running = ["queued", "in_progress"].contains(&r["status"].as_str().unwrap());
+            done = r;
+            !running
+        },
+    );
+    assert_eq!(done["status"], reference["status"], "{done}");
+    assert_eq!(
+        done["output"][0]["content"],
+        reference["output"][0]["content"]
+    );
+    assert_eq!(
+        done["usage"]["input_tokens"],
+        reference["usage"]["input_tokens"]
+    );
+    assert_eq!(done["created_at"], queued["created_at"]);
+
+    // Its events, replayed: numbered from 0 without a gap, queued first, completed last,
+    // and the text deltas are the reply.
+    let events = sse_events(
+        ureq::get(&server.url(&format!("{path}?stream=true")))
+            .call()
+            .unwrap()
+            .into_reader(),
+    );
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds[..3],
+        [
+            "response.created",
+            "response.queued",
+            "response.in_progress"
+        ]
+    );
+    assert_eq!(kinds.last(), Some(&"response.completed"));
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["sequence_number"], i, "{e}");
+    }
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        text,
+        done["output"][0]["content"][0]["text"].as_str().unwrap()
+    );
+    let after = sse_events(
+        ureq::get(&server.url(&format!("{path}?stream=true&starting_after=2")))
+            .call()
+            .unwrap()
+            .into_reader(),
+    );
+    assert_eq!(after[..], events[3..]);
+    // Cancelling a response that is over answers it as it is.
+    let (code, again) = post_raw(&server, &format!("{path}/cancel"), "", None);
+    assert_eq!((code, &again["status"]), (200, &done["status"]), "{again}");
+
+    // A long one, cancelled while it runs: not continued, not deleted meanwhile.
+    let long = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"background": true, "max_output_tokens": 3000})),
+    );
+    let long_id = long["id"].as_str().unwrap();
+    let (code, v) = post_raw(
+        &server,
+        "/v1/responses",
+        &ask(json!({"previous_response_id": long_id})).to_string(),
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/responses", &v).contains("still running"),
+        "{v}"
+    );
+    let (code, v) = call("DELETE", &server, &format!("/v1/responses/{long_id}"));
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/responses", &v).contains("cancel it first"),
+        "{v}"
+    );
+    let cancelled_before = server.metric("epm_requests_total{outcome=\"cancelled\"}");
+    let (code, cancelled) = post_raw(
+        &server,
+        &format!("/v1/responses/{long_id}/cancel"),
+        "",
+        None,
+    );
+    assert_eq!(code, 200, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["usage"], Value::Null);
+    let (code, got) = call("GET", &server, &format!("/v1/responses/{long_id}"));
+    assert_eq!((code, &got["status"]), (200, &json!("cancelled")));
+    wait_for("the cancelled job to end", Duration::from_secs(30), || {
+        server.metric("epm_requests_total{outcome=\"cancelled\"}") > cancelled_before
+    });
+    let (code, _) = call("DELETE", &server, &format!("/v1/responses/{long_id}"));
+    assert_eq!(code, 200);
+
+    // What cannot be done.
+    let (code, v) = post_raw(
+        &server,
+        "/v1/responses",
+        &ask(json!({"background": true, "store": false})).to_string(),
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/responses", &v).contains("needs `store: true`"),
+        "{v}"
+    );
+    let foreground = reference["id"].as_str().unwrap();
+    let (code, v) = post_raw(
+        &server,
+        &format!("/v1/responses/{foreground}/cancel"),
+        "",
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(error_message("/v1/responses", &v).contains("did not run in the background"));
+    let (code, v) = call(
+        "GET",
+        &server,
+        &format!("/v1/responses/{foreground}?stream=true"),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(error_message("/v1/responses", &v).contains("events are not kept"));
+    let (code, _) = post_raw(&server, "/v1/responses/resp-none/cancel", "", None);
+    assert_eq!(code, 404);
 }

@@ -12,13 +12,14 @@ continued by `previous_response_id`, against the same conversation sent whole, t
 `apply_patch` tool with a Lark grammar, a regex-format tool, and the hosted `web_search`;
 log-probabilities over the Responses API against the chat's; `truncation: "auto"` on a
 conversation longer than the context: whole turns left out from the oldest, and the next
-turn reusing the cut prompt). Starts the server itself on a
+turn reusing the cut prompt; `background: true` polled to the end, a dropped stream resumed
+with `responses.stream(response_id=..., starting_after=...)`, and `responses.cancel`). Starts the server itself on a
 free loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
         [--out validate/serve-openai-client.json]
 """
-import argparse, json, os, platform, re, signal, subprocess, sys, tempfile, urllib.request
+import argparse, json, os, platform, re, signal, subprocess, sys, tempfile, time, urllib.request
 
 import jsonschema
 import openai
@@ -311,9 +312,42 @@ def agent_checks(client):
     truncation_ok = (refused and first_cut.truncation == "auto" and 0 < first_cut.usage.input_tokens <= 2048 - 8
                      and len(kept_from) == 1 and kept_from[0] > 0
                      and second_cut.usage.input_tokens_details.cached_tokens >= 512)
+    # Background mode: answered at once, queued, and polled to the reply the foreground
+    # gives; streamed, a stream dropped early is resumed with the client's own helper
+    # (which replays from the start and skips what it saw); a long one is cancelled.
+    ask = dict(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
+    foreground = client.responses.create(**ask)
+    bg = client.responses.create(**ask, background=True)
+    queued_status = bg.status
+    deadline = time.monotonic() + 60
+    while bg.status in ("queued", "in_progress") and time.monotonic() < deadline:
+        time.sleep(0.05)
+        bg = client.responses.retrieve(bg.id)
+    dropped = client.responses.create(**ask, background=True, stream=True)
+    head = []
+    for ev in dropped:
+        head.append(ev)
+        if len(head) == 4:
+            break
+    dropped.close()
+    with client.responses.stream(response_id=head[0].response.id, starting_after=head[-1].sequence_number) as st:
+        rest = [e.sequence_number for e in st]
+        resumed = st.get_final_response()
+    long = client.responses.create(**{**ask, "max_output_tokens": 1500}, background=True)
+    cancelled = client.responses.cancel(long.id)
+    out["background"] = {"created_status": queued_status, "final_status": bg.status,
+                         "same_reply": bg.output_text == foreground.output_text,
+                         "head": [e.type for e in head], "resumed_from": rest[:1],
+                         "resumed_same_reply": resumed.output_text == foreground.output_text,
+                         "cancelled": cancelled.status, "retrieved_after_cancel": client.responses.retrieve(long.id).status}
+    background_ok = (queued_status == "queued" and bg.status == foreground.status
+                     and bg.output_text == foreground.output_text and head[0].type == "response.created"
+                     and rest[:1] == [head[-1].sequence_number + 1] and resumed.output_text == foreground.output_text
+                     and out["background"]["cancelled"] == "cancelled"
+                     and out["background"]["retrieved_after_cancel"] == "cancelled")
     responses_ok = (streamed == text and len(fcs) == 1 and len(done_calls) == 1 and deltas >= 1
                     and r.usage.input_tokens > 0 and counted == r.usage.input_tokens and stored_ok and custom_ok
-                    and codex_ok and logprobs_ok and truncation_ok)
+                    and codex_ok and logprobs_ok and truncation_ok and background_ok)
     out["all_passed"] = (responses_ok and all(c["finish_reason"] == "tool_calls" and len(c["calls"]) == 1 for c in calls)
                          and out["tools_stream"]["finish_reason"] == "tool_calls" and len(acc) == 1
                          and all(p is not None for p in pets)

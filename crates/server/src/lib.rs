@@ -15,6 +15,7 @@
 
 pub mod anthropic;
 mod auth;
+mod background;
 pub mod error;
 pub mod generation;
 pub mod llamacpp;
@@ -188,6 +189,7 @@ pub async fn serve(
         responses: Mutex::new(response_store::ResponseStore::new(
             opts.responses_store_bytes,
         )),
+        background: Default::default(),
     });
     let max_body = opts.max_body_bytes;
     let (load_tx, load_rx) = tokio::sync::oneshot::channel::<Result<(), EngineError>>();

@@ -10,6 +10,9 @@
 //! call's item carries back as its text. Responses are kept in memory ([`crate::response_store`])
 //! unless `store` is false: `previous_response_id` continues one, and `GET` / `DELETE
 //! /v1/responses/{id}` and `GET /v1/responses/{id}/input_items` read and remove them.
+//! `background: true` answers at once and generates on a task of its own
+//! ([`crate::background`]): `GET` polls it or replays its events, `POST
+//! /v1/responses/{id}/cancel` stops it.
 //! `POST /v1/responses/input_tokens` counts a request's input tokens.
 
 use std::collections::{HashMap, VecDeque};
@@ -23,13 +26,14 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::stream::Stream;
+use futures_util::stream::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use epm_engine::generation::{Event, FinishReason};
 
+use crate::background::{LoggedEvent, Run};
 use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{
     self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
@@ -51,8 +55,10 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/responses/input_tokens", post(input_tokens))
         .route("/v1/responses/{id}", get(retrieve).delete(delete_response))
         .route("/v1/responses/{id}/input_items", get(list_input_items))
+        .route("/v1/responses/{id}/cancel", post(cancel))
         .route("/responses/{id}", get(retrieve).delete(delete_response))
         .route("/responses/{id}/input_items", get(list_input_items))
+        .route("/responses/{id}/cancel", post(cancel))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -89,6 +95,9 @@ struct ResponsesRequest {
     previous_response_id: Option<String>,
     /// Keep the response for `previous_response_id` and `GET` (OpenAI's default: true).
     store: Option<bool>,
+    /// Answer at once, `queued`, and generate without the client ([`crate::background`]).
+    #[serde(default)]
+    background: bool,
     /// Extra output: `message.output_text.logprobs` is read (the others need nothing:
     /// `reasoning.encrypted_content` has no encrypted form here).
     include: Option<Vec<String>>,
@@ -190,6 +199,11 @@ fn conversation(
     let Some(previous) = &req.previous_response_id else {
         return Ok(own);
     };
+    if state.background.get(previous).is_some_and(|r| !r.is_done()) {
+        return Err(ApiError::bad_request(format!(
+            "`previous_response_id`: response `{previous}` is still running in the background: continue it once GET /v1/responses/{previous} says it is completed"
+        )));
+    }
     let mut store = state
         .responses
         .lock()
@@ -401,6 +415,8 @@ fn usage(u: &generation::Usage) -> Value {
 /// What a response object says of its request, and where it is kept once done.
 struct ResponseMeta {
     id: String,
+    created_at: u64,
+    background: bool,
     model: String,
     previous_response_id: Option<String>,
     instructions: Option<String>,
@@ -426,7 +442,8 @@ impl ResponseMeta {
     ) -> Value {
         let incomplete = matches!(finish, Some(FinishReason::Length));
         json!({
-            "id": self.id, "object": "response", "created_at": now(), "model": self.model,
+            "id": self.id, "object": "response", "created_at": self.created_at, "model": self.model,
+            "background": self.background,
             "status": if incomplete { "incomplete" } else { status },
             "incomplete_details": if incomplete { json!({"reason": "max_output_tokens"}) } else { Value::Null },
             "output": output, "usage": usage(u), "error": null, "parallel_tool_calls": false,
@@ -607,13 +624,26 @@ async fn responses(
     let meta = ResponseMeta {
         custom_tools: output::custom_tool_names(chat_shaped.as_ref()),
         id: new_id("resp"),
+        created_at: now(),
+        background: req.background,
         model: state.model_name.clone(),
         previous_response_id: req.previous_response_id.clone(),
         instructions: req.instructions.clone(),
         truncation: req.truncation,
         keep: keep.then(|| (state.clone(), own)),
     };
+    if req.background && !keep {
+        return Err(ApiError::bad_request(if req.store == Some(false) {
+            "`background: true` needs `store: true`: a background response is read back with GET /v1/responses/{id}"
+        } else {
+            "`background: true` needs stored responses, and this server keeps none (serve --responses-store-mb 0): leave `background` out"
+        })
+        .into());
+    }
     let rx = submit(&state, p)?;
+    if req.background {
+        return Ok(start_background(&state, rx, meta, logprobs, req.stream));
+    }
     if req.stream {
         return Ok(Sse::new(sse(rx, meta, logprobs))
             .keep_alive(KeepAlive::default())
@@ -652,13 +682,55 @@ fn store(
         .map_err(|_| ApiError::internal("the response store is unusable").into())
 }
 
-/// `GET /v1/responses/{id}`: a stored response.
+#[derive(Debug, Deserialize)]
+struct RetrieveQuery {
+    #[serde(default)]
+    stream: bool,
+    starting_after: Option<u64>,
+}
+
+/// `GET /v1/responses/{id}`: a background response as it stands, or a stored response;
+/// `?stream=true` replays a background response's events after `starting_after` and
+/// follows the rest.
 async fn retrieve(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> Result<Json<Value>> {
+    axum::extract::Query(q): axum::extract::Query<RetrieveQuery>,
+) -> Result<Response> {
+    let run = state.background.get(&id);
+    if q.stream {
+        return match run {
+            Some(run) => Ok(follow(run, q.starting_after)),
+            None => {
+                stored(store(&state)?.response(&id))?;
+                Err(ApiError::bad_request(format!(
+                    "response `{id}`'s events are not kept: only a background response's are, while it runs and for the last {} finished; GET it without `stream`",
+                    crate::background::FINISHED_RUNS_KEPT
+                ))
+                .into())
+            }
+        };
+    }
+    if let Some(run) = run {
+        return Ok(Json(run.response()).into_response());
+    }
     let r = store(&state)?.response(&id);
-    Ok(Json(stored(r)?))
+    Ok(Json(stored(r)?).into_response())
+}
+
+/// `POST /v1/responses/{id}/cancel`: stop a background response; it ends `cancelled` with
+/// the items it had finished. A response already over is answered as it is.
+async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>> {
+    if let Some(run) = state.background.get(&id) {
+        run.cancel();
+        run.finished().await;
+        return Ok(Json(run.response()));
+    }
+    stored(store(&state)?.response(&id))?;
+    Err(ApiError::bad_request(format!(
+        "response `{id}` did not run in the background: only a response created with `background: true` can be cancelled"
+    ))
+    .into())
 }
 
 /// `DELETE /v1/responses/{id}`.
@@ -666,6 +738,12 @@ async fn delete_response(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
+    if !state.background.forget(&id) {
+        return Err(ApiError::bad_request(format!(
+            "response `{id}` is still running in the background: cancel it first (POST /v1/responses/{id}/cancel)"
+        ))
+        .into());
+    }
     if !store(&state)?.delete(&id) {
         stored::<()>(Err(StoreError::NotFound(id.clone())))?;
     }
@@ -696,8 +774,13 @@ async fn list_input_items(
 struct StreamState {
     meta: ResponseMeta,
     usage: generation::Usage,
-    pending: VecDeque<SseEvent>,
+    /// Events encoded and not yet sent (or logged, for a background run).
+    pending: VecDeque<LoggedEvent>,
     seq: u64,
+    /// `response.created` was sent (a background run sends it while queued).
+    announced: bool,
+    /// The response once over: completed, or (in the background) failed or cancelled.
+    last: Option<Value>,
     /// The open text item (a message or the reasoning): its kind, id, index and text so
     /// far. Each streams as one item, however many chunks its text comes in.
     open: Option<(TextItem, String, usize, String)>,
@@ -709,16 +792,86 @@ struct StreamState {
 }
 
 impl StreamState {
+    fn new(meta: ResponseMeta, logprobs: Option<usize>) -> StreamState {
+        StreamState {
+            meta,
+            usage: Default::default(),
+            pending: VecDeque::new(),
+            seq: 0,
+            announced: false,
+            last: None,
+            open: None,
+            output: Vec::new(),
+            finished: false,
+            logprobs: logprobs.map(|_| (Vec::new(), 0)),
+        }
+    }
+
     fn emit(&mut self, kind: &str, mut v: Value) {
         v["type"] = json!(kind);
         v["sequence_number"] = json!(self.seq);
         self.seq += 1;
-        self.pending
-            .push_back(SseEvent::default().event(kind).data(v.to_string()));
+        self.pending.push_back((kind.to_string(), v.to_string()));
+    }
+
+    /// The response as it stands: queued, in progress with the items finished so far, or
+    /// its last state.
+    fn standing(&self) -> Value {
+        if let Some(last) = &self.last {
+            return last.clone();
+        }
+        let status = if self.usage.prompt_done.is_some() {
+            "in_progress"
+        } else {
+            "queued"
+        };
+        self.meta
+            .envelope(status, self.output.clone(), None, &self.usage)
+    }
+
+    /// Send `response.created` and `response.queued` before the generation starts (a
+    /// background run, answered at once).
+    fn announce_queued(&mut self) {
+        let r = self.standing();
+        self.emit("response.created", json!({"response": r}));
+        self.emit("response.queued", json!({"response": r}));
+        self.announced = true;
+    }
+
+    /// End with `status` (`failed` or `cancelled`) and the items so far, kept in the
+    /// background; a failure streams as an `error` event as well. Its `usage` is null: the
+    /// engine counts a reply's tokens only when it ends it.
+    fn end(&mut self, status: &str, error: Option<String>) {
+        self.close_open_as("incomplete");
+        let mut r = self
+            .meta
+            .envelope(status, std::mem::take(&mut self.output), None, &self.usage);
+        r["usage"] = Value::Null;
+        if let Some(message) = &error {
+            r["error"] = json!({"code": "server_error", "message": message});
+            self.emit(
+                "error",
+                json!({"code": "server_error", "message": message, "param": null}),
+            );
+            if self.meta.background {
+                self.emit("response.failed", json!({"response": r}));
+            }
+        }
+        if self.meta.background {
+            self.meta.keep(&r);
+        }
+        self.last = Some(r);
+        self.finished = true;
     }
 
     /// Finish the open text item, if any.
     fn close_open(&mut self) {
+        self.close_open_as("completed");
+    }
+
+    /// Finish the open text item, if any, with `status` (a message's: `incomplete` when the
+    /// response ends before it does).
+    fn close_open_as(&mut self, status: &str) {
         if let Some((kind, id, index, text)) = self.open.take() {
             self.emit(
                 kind.text_events().1,
@@ -730,7 +883,7 @@ impl StreamState {
                 json!({"item_id": id, "output_index": index, "content_index": 0,
                        "part": kind.part(&text, logprobs.as_deref())}),
             );
-            let item = kind.done(&id, &text, logprobs.as_deref());
+            let item = kind.item(&id, vec![kind.part(&text, logprobs.as_deref())], status);
             self.emit(
                 "response.output_item.done",
                 json!({"output_index": index, "item": item}),
@@ -789,7 +942,10 @@ impl StreamState {
             } => {
                 self.usage.started(prompt_tokens, cached_tokens);
                 let r = self.meta.envelope("in_progress", vec![], None, &self.usage);
-                self.emit("response.created", json!({"response": r}));
+                if !self.announced {
+                    self.emit("response.created", json!({"response": r}));
+                    self.announced = true;
+                }
                 self.emit("response.in_progress", json!({"response": r}));
             }
             Event::Text(t) => self.append(TextItem::Message, &t),
@@ -857,15 +1013,10 @@ impl StreamState {
                 // Always `response.completed` (its status says `incomplete` when cut off), as
                 // llama-server sends it and as the SDK's stream helper waits for it.
                 self.emit("response.completed", json!({"response": r}));
+                self.last = Some(r);
                 self.finished = true;
             }
-            Event::Failed(e) => {
-                self.emit(
-                    "error",
-                    json!({"code": "server_error", "message": e.to_string(), "param": null}),
-                );
-                self.finished = true;
-            }
+            Event::Failed(e) => self.end("failed", Some(e.to_string())),
         }
     }
 }
@@ -875,17 +1026,66 @@ fn sse(
     meta: ResponseMeta,
     logprobs: Option<usize>,
 ) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
-    let state = StreamState {
-        meta,
-        usage: Default::default(),
-        pending: VecDeque::new(),
-        seq: 0,
-        open: None,
-        output: Vec::new(),
-        finished: false,
-        logprobs: logprobs.map(|_| (Vec::new(), 0)),
-    };
-    crate::sse::stream(crate::sse::events(rx), state)
+    crate::sse::stream(crate::sse::events(rx), StreamState::new(meta, logprobs))
+}
+
+fn sse_event((kind, data): LoggedEvent) -> SseEvent {
+    SseEvent::default().event(kind).data(data)
+}
+
+/// A background run's events after `after` and on, as SSE.
+fn follow(run: Arc<Run>, after: Option<u64>) -> Response {
+    let events = run.follow(after).map(|e| Ok::<_, Infallible>(sse_event(e)));
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// Answer a `background: true` request at once, queued, and run its generation on a task
+/// of its own: its events and standing response go to its [`Run`], its final response to
+/// the store. Streamed, the answer follows the run (a client gone leaves it running).
+fn start_background(
+    state: &Arc<AppState>,
+    rx: UnboundedReceiver<Event>,
+    meta: ResponseMeta,
+    logprobs: Option<usize>,
+    stream: bool,
+) -> Response {
+    let id = meta.id.clone();
+    let mut s = StreamState::new(meta, logprobs);
+    s.announce_queued();
+    let queued = s.standing();
+    let run = state.background.start(&id, queued.clone());
+    run.record(s.pending.drain(..), queued.clone(), false);
+    tokio::spawn(run_in_background(state.clone(), run.clone(), rx, s));
+    if stream {
+        follow(run, None)
+    } else {
+        Json(queued).into_response()
+    }
+}
+
+async fn run_in_background(
+    state: Arc<AppState>,
+    run: Arc<Run>,
+    mut rx: UnboundedReceiver<Event>,
+    mut s: StreamState,
+) {
+    let mut cancelled = run.cancelled();
+    while !s.finished {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Some(ev) => s.encode_event(ev),
+                None => s.end("failed", Some("the generation ended without an answer".into())),
+            },
+            // Dropping the receiver (below) ends the job at its next token.
+            Ok(()) = cancelled.changed() => s.end("cancelled", None),
+        }
+        let standing = s.standing();
+        run.record(s.pending.drain(..), standing, s.finished);
+    }
+    drop(rx);
+    state.background.retire(&s.meta.id);
 }
 
 impl crate::sse::Encoder for StreamState {
@@ -893,7 +1093,7 @@ impl crate::sse::Encoder for StreamState {
 
     fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
         self.encode_event(ev);
-        out.append(&mut self.pending);
+        out.extend(self.pending.drain(..).map(sse_event));
         self.finished
     }
 }

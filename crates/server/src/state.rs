@@ -62,6 +62,8 @@ pub struct AppState {
     pub reasoning_controls: Arc<ReasoningControls>,
     /// Responses API responses kept for `previous_response_id` and `GET /v1/responses/{id}`.
     pub responses: Mutex<crate::response_store::ResponseStore>,
+    /// Responses API responses running in the background, and the last finished.
+    pub background: crate::background::Runs,
 }
 
 /// Running chat completions that a client may tell to end their reasoning block now
