@@ -1139,6 +1139,13 @@ fn background_responses_answer_at_once_run_on_and_cancel() {
         error_message("/v1/responses", &v).contains("still running"),
         "{v}"
     );
+    let (code, items) = call(
+        "GET",
+        &server,
+        &format!("/v1/responses/{long_id}/input_items"),
+    );
+    assert_eq!(code, 200, "{items}");
+    assert_eq!(items["data"].as_array().map(Vec::len), Some(1), "{items}");
     let (code, v) = call("DELETE", &server, &format!("/v1/responses/{long_id}"));
     assert_eq!(code, 400, "{v}");
     assert!(

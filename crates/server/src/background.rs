@@ -193,15 +193,15 @@ impl Runs {
         }
     }
 
-    /// Forget finished run `id` (its response was deleted); false when it is running.
-    pub fn forget(&self, id: &str) -> bool {
+    /// Forget finished run `id` (its response was deleted): whether it was kept, or `None`
+    /// (and nothing forgotten) while it runs.
+    pub fn forget(&self, id: &str) -> Option<bool> {
         let mut inner = self.inner();
         if inner.runs.get(id).is_some_and(|r| !r.is_done()) {
-            return false;
+            return None;
         }
-        inner.runs.remove(id);
         inner.finished.retain(|f| f != id);
-        true
+        Some(inner.runs.remove(id).is_some())
     }
 
     /// Check the numbered invariants (tests).
@@ -268,14 +268,19 @@ mod tests {
                 run.record([ev(0)], json!({"status": "cancelled"}), true);
             })
         };
-        assert!(!runs.forget("resp-1"), "a running run is not forgotten");
+        assert_eq!(
+            runs.forget("resp-1"),
+            None,
+            "a running run is not forgotten"
+        );
         run.cancel();
         run.finished().await;
         worker.await.unwrap();
         assert_eq!(run.response()["status"], "cancelled");
         runs.retire("resp-1");
-        assert!(runs.forget("resp-1"));
+        assert_eq!(runs.forget("resp-1"), Some(true));
         assert!(runs.get("resp-1").is_none());
+        assert_eq!(runs.forget("resp-1"), Some(false));
         runs.check();
     }
 

@@ -738,13 +738,13 @@ async fn delete_response(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
-    if !state.background.forget(&id) {
+    let Some(had_run) = state.background.forget(&id) else {
         return Err(ApiError::bad_request(format!(
             "response `{id}` is still running in the background: cancel it first (POST /v1/responses/{id}/cancel)"
         ))
         .into());
-    }
-    if !store(&state)?.delete(&id) {
+    };
+    if !store(&state)?.delete(&id) && !had_run {
         stored::<()>(Err(StoreError::NotFound(id.clone())))?;
     }
     Ok(Json(
@@ -1055,6 +1055,8 @@ fn start_background(
     let mut s = StreamState::new(meta, logprobs);
     s.announce_queued();
     let queued = s.standing();
+    // Stored from the start, so that its input items are listed while it runs.
+    s.meta.keep(&queued);
     let run = state.background.start(&id, queued.clone());
     run.record(s.pending.drain(..), queued.clone(), false);
     tokio::spawn(run_in_background(state.clone(), run.clone(), rx, s));
