@@ -6,7 +6,7 @@ completions give for it), list, show (with the `insert` capability), ps, chat wi
 schema (validated with jsonschema), chat with tools, and log-probabilities (the same as the
 OpenAI chat's for the conversation, streamed too); a conversation longer than the context,
 cut at its oldest turns (the next turn reusing the cut prompt); `embed` answers 404 saying it computes
-no embeddings. Starts the server on a free loopback
+no embeddings, and `pull` that it runs one model file and pulls none. Starts the server on a free loopback
 port; the record goes to --out.
 
     python3 tools/ollama_client_check.py [--bin target/release/epm-run] [--out F]
@@ -134,6 +134,11 @@ def main():
             checks["embed"] = "no error"
         except ollama.ResponseError as e:
             checks["embed"] = {"status": e.status_code, "error": e.error}
+        try:
+            client.pull("qwen3:30b")
+            checks["pull"] = "no error"
+        except ollama.ResponseError as e:
+            checks["pull"] = {"status": e.status_code, "error": e.error}
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
@@ -152,6 +157,8 @@ def main():
           and 0 < checks["truncation"]["prompt_eval_count"][1] < checks["truncation"]["prompt_eval_count"][0] // 2
           and isinstance(checks["embed"], dict) and checks["embed"]["status"] == 404
           and "computes no embeddings" in checks["embed"]["error"]
+          and isinstance(checks["pull"], dict) and checks["pull"]["status"] == 404
+          and "pulls, creates, copies, pushes and deletes no models" in checks["pull"]["error"]
           and code == 0)
     report = {"what": "epm-run serve's Ollama endpoints driven by the official ollama Python client",
               "command": "python3 tools/ollama_client_check.py " + " ".join(sys.argv[1:]),

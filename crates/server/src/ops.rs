@@ -40,10 +40,21 @@ const EMBEDDING_PATHS: &[&str] = &[
     "/api/embeddings",
 ];
 
+/// Ollama's model management, which a server of one model file does not do.
+const MODEL_MANAGEMENT_PATHS: &[&str] = &[
+    "/api/pull",
+    "/api/push",
+    "/api/create",
+    "/api/copy",
+    "/api/delete",
+];
+
 pub async fn not_found(uri: axum::http::Uri) -> Response {
     let path = uri.path();
     let message = if EMBEDDING_PATHS.contains(&path) {
         format!("{path} is not served: this server runs a generation model and computes no embeddings; point your client's embedding setting at an embedding model's server (llama-server --embeddings, or Ollama)")
+    } else if MODEL_MANAGEMENT_PATHS.contains(&path) || path.starts_with("/api/blobs/") {
+        format!("{path} is not served: this server runs the one model file it was started with (epm-run serve -m FILE) and pulls, creates, copies, pushes and deletes no models; every model name a request gives reaches that model, so there is nothing to pull")
     } else {
         format!("no such endpoint: {path}. The README lists the endpoints by protocol: /v1/chat/completions, /v1/completions, /v1/responses, /v1/models, /v1/messages, /api/chat, /api/generate, /api/tags, /api/show, /completion, /infill, /tokenize, /props, /slots, /health, /metrics, /stats, and the page at /")
     };
