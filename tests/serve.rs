@@ -331,11 +331,13 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
         "messages": messages("Write a five-word title for the conversation.", "List the files in src."),
         "max_tokens": 8, "temperature": 0}));
     assert_eq!(cached_tokens(&title), 0);
-    // The one folder of this model and settings, and the prefix files in it.
+    // The one folder of this model and settings (beside the warm start's heat file), and
+    // the prefix files in it.
     let folder = || {
         let dirs: Vec<PathBuf> = std::fs::read_dir(store.path())
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
             .collect();
         assert_eq!(dirs.len(), 1, "{dirs:?}");
         dirs[0].clone()
@@ -421,7 +423,11 @@ fn a_conversation_put_aside_for_a_side_request_comes_back_for_its_next_turn_and_
     assert_eq!(cached_tokens(&again), 0);
     assert_eq!(live_stats(&elsewhere).prompt_store.restored, 0);
     drop(elsewhere);
-    assert_eq!(std::fs::read_dir(store.path()).unwrap().count(), 2);
+    let folders = std::fs::read_dir(store.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
+        .count();
+    assert_eq!(folders, 2);
 }
 
 /// A conversation whose KV alone is larger than the whole prompt store is not written
@@ -1233,4 +1239,98 @@ fn lru_with_more_sessions_than_the_cache_holds_is_warned_about() {
         !warned(&["--cache-policy", "lru", "--ram-budget-mb", "4096"]),
         "every expert fits"
     );
+}
+
+/// A restarted server reads, while idle, the experts its last run selected most (the expert
+/// heat kept in its state folder) into free room of the expert cache: the first request
+/// then finds them resident (warm hits), answers with the same tokens and logprobs as the
+/// cold run, stays within budget, and leaves no stray cache. `--no-warm-start` reads
+/// nothing; a heat file that is not one is said and replaced at the end.
+#[test]
+fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let budget = (min_budget_mb(&model, &["-c", "1024"]) + 4).to_string();
+    let stats_path = dir.path().join("serve-stats.json");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "--ram-budget-mb",
+            budget.as_str(),
+            "--prompt-cache-mb",
+            "0",
+            "--prompt-cache-dir",
+            state.path().to_str().unwrap(),
+            "--stats-file",
+            stats_path.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let body = json!({"messages": messages("Be brief.", "Name three rivers of Europe."),
+        "max_tokens": 12, "temperature": 0, "logprobs": true, "top_logprobs": 2});
+    let heat_files = || -> Vec<PathBuf> {
+        std::fs::read_dir(state.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with("heat-")
+            })
+            .collect()
+    };
+
+    // A first run starts cold and leaves its heat.
+    let mut s = Server::start(&model, &args(&[]));
+    let cold = s.chat(&body);
+    assert_eq!(live_stats(&s).experts.warm_start.experts, 0);
+    assert!(s.stop().success());
+    let files = heat_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let heat = std::fs::read(&files[0]).unwrap();
+    assert_eq!(&heat[..8], b"EPMHEAT\0");
+
+    // The next reads it in while idle, and its first request finds it.
+    let mut s = Server::start(&model, &args(&[]));
+    wait_for("the warm start", Duration::from_secs(30), || {
+        live_stats(&s).experts.warm_start.experts > 0
+    });
+    let warm = s.chat(&body);
+    assert_same_reply(&warm, &cold);
+    let st = live_stats(&s);
+    let w = &st.experts.warm_start;
+    assert!(w.hits > 0 && w.hits <= w.experts, "{w:?}");
+    assert!(w.bytes > 0);
+    assert!(st.experts.prompt.cache_hits > 0, "{:?}", st.experts.prompt);
+    assert!(s.stop().success());
+    let st = stats(&stats_path);
+    assert_eq!(st.experts.stray_cache_bytes_at_exit, 0);
+    assert!(
+        st.memory.peak_rss_bytes <= st.budget_bytes,
+        "{:?}",
+        st.memory
+    );
+
+    // Cold by request: nothing read, the same reply.
+    let mut s = Server::start(&model, &args(&["--no-warm-start"]));
+    assert_same_reply(&s.chat(&body), &cold);
+    assert_eq!(live_stats(&s).experts.warm_start.experts, 0);
+    assert!(s.stop().success());
+
+    // A file that is not a heat file: said, a cold start, and a good file at the end.
+    std::fs::write(&files[0], b"not a heat file").unwrap();
+    let mut s = Server::start(&model, &args(&[]));
+    assert_same_reply(&s.chat(&body), &cold);
+    assert_eq!(live_stats(&s).experts.warm_start.experts, 0);
+    assert!(s.stop().success());
+    assert!(
+        s.stderr.lock().unwrap().contains("not an expert heat file"),
+        "{}",
+        s.stderr.lock().unwrap()
+    );
+    assert_eq!(&std::fs::read(&files[0]).unwrap()[..8], b"EPMHEAT\0");
 }

@@ -49,10 +49,15 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 4096)]
     prompt_cache_mb: u64,
     /// Where those files go (a folder per model and settings is made inside and kept for
-    /// the next run; default: the user's cache folder). Not a file system held in memory:
-    /// its files would take RAM outside the budget.
+    /// the next run; default: the user's cache folder), and the expert heat of the warm
+    /// start. Not a file system held in memory: its files would take RAM outside the budget.
     #[arg(long)]
     prompt_cache_dir: Option<PathBuf>,
+    /// Start cold: do not read, while idle, the experts that earlier runs of this model
+    /// selected most (a small file per model in --prompt-cache-dir counts them; without this
+    /// flag a restarted server fills its expert cache with them before the first request).
+    #[arg(long)]
+    no_warm_start: bool,
     /// Once the server has been idle this many seconds, put the slots' conversations aside
     /// too (each once it has grown by 256 tokens since its last save), so that a server
     /// killed later (the OOM killer, a power cut) still answers them without evaluating
@@ -70,6 +75,16 @@ pub struct ServeArgs {
     chat: ChatArgs,
 }
 
+/// Where the server keeps what outlives it: the prompt store's folders and the expert heat.
+fn state_dir(a: &ServeArgs) -> PathBuf {
+    a.prompt_cache_dir.clone().unwrap_or_else(|| {
+        dirs::cache_dir()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("epm")
+            .join("prompts")
+    })
+}
+
 /// The folder under which the prompt store keeps its folders, its capacity and when it
 /// saves, or `None` when it is off.
 fn prompt_store(a: &ServeArgs) -> Result<Option<PromptStoreOptions>> {
@@ -77,12 +92,7 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<PromptStoreOptions>> {
         return Ok(None);
     }
     let given = a.prompt_cache_dir.is_some();
-    let parent = a.prompt_cache_dir.clone().unwrap_or_else(|| {
-        dirs::cache_dir()
-            .unwrap_or_else(std::env::temp_dir)
-            .join("epm")
-            .join("prompts")
-    });
+    let parent = state_dir(a);
     // Writable: a file can be made there (and goes at once).
     let made = std::fs::create_dir_all(&parent).and_then(|()| {
         tempfile::Builder::new()
@@ -148,6 +158,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             message: a.chat.reasoning_budget_message.clone(),
         },
         responses_store_bytes: a.responses_store_mb << 20,
+        heat_dir: (!a.no_warm_start).then(|| state_dir(&a)),
     };
     let disk = run.disk_mb_per_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()

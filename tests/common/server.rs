@@ -36,9 +36,9 @@ impl Server {
         } else {
             &["-c", "1024"]
         };
-        let names_store = extra
-            .iter()
-            .any(|a| *a == "--prompt-cache-dir" || *a == "--prompt-cache-mb");
+        // Always a folder of the test's own: the prompt store and the expert heat of a warm
+        // start stay out of the user's cache folder.
+        let names_store = extra.contains(&"--prompt-cache-dir");
         // On a disk, as the store requires (a temp folder may be in memory).
         let store = (!names_store)
             .then(|| tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a store folder"));

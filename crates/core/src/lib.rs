@@ -19,6 +19,7 @@
 
 pub mod budget;
 pub mod diagnose;
+pub mod heat;
 pub mod model;
 pub mod pager;
 pub mod plan;

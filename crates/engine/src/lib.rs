@@ -24,6 +24,7 @@ pub mod prompt_folder;
 mod sampling;
 mod session;
 pub mod telemetry;
+pub mod warm;
 
 pub use engine::{Engine, EngineOptions, ModelFacts, PagerMode, SessionOptions};
 pub use epm_core::prefix::SeqCache;

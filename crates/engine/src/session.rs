@@ -21,6 +21,7 @@ use crate::hook::{attach, GoneProbe, HookedContext, Stopped};
 use crate::integrity::bytes_sum;
 use crate::prefix_file;
 use crate::sampling::{Pick, Picked, Sampler};
+use crate::warm::WarmStart;
 use epm_sys::fs::{read_whole_uncached, write_whole_uncached, PageBuf};
 
 /// One decode step of one sequence: `token` at position `pos`.
@@ -60,6 +61,8 @@ pub struct Session<'e> {
     /// How prompts are cut into ubatches (from `opts` and the vocabulary).
     split: PromptSplit,
     finished: bool,
+    /// Experts past runs selected most, read in while idle ([`Session::warm_start_from`]).
+    warm: Option<WarmStart>,
 }
 
 impl<'e> Session<'e> {
@@ -77,6 +80,7 @@ impl<'e> Session<'e> {
             batch,
             opts,
             finished: false,
+            warm: None,
         }
     }
 
@@ -503,6 +507,30 @@ impl<'e> Session<'e> {
             });
         }
         Ok(())
+    }
+
+    /// Read the experts past runs selected most (their heat in the file at `path`) into the
+    /// expert cache's free room while idle ([`Session::warm_step`]), and keep this run's
+    /// selections there for the next ([`Session::save_heat`]). Nothing for an unpaged run.
+    pub fn warm_start_from(&mut self, path: std::path::PathBuf) {
+        if self.engine.paged() {
+            self.warm = WarmStart::open(path, self.engine.stats());
+        }
+    }
+
+    /// One step of the warm start, between requests; whether there is more to do.
+    pub fn warm_step(&mut self) -> bool {
+        match self.warm.as_mut() {
+            Some(w) if !w.done() => w.step(self.hooked.hook()),
+            _ => false,
+        }
+    }
+
+    /// Write the expert heat with this run's selections added, when warm starts are on.
+    pub fn save_heat(&mut self) {
+        if let Some(w) = &self.warm {
+            w.save(self.engine.stats());
+        }
     }
 
     /// The run is over: complete outstanding drops and audit the page cache (the stats

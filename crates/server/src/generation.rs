@@ -652,6 +652,9 @@ pub(crate) fn engine_main(
             return;
         }
     };
+    if let Some(dir) = &opts.heat_dir {
+        session.warm_start_from(epm_engine::warm::heat_file(dir, &identity));
+    }
     let save_when_idle = opts.prompt_store.as_ref().and_then(|o| o.save_when_idle);
     let store = opts
         .prompt_store
@@ -688,6 +691,7 @@ pub(crate) fn engine_main(
     // A restarted server then answers the conversations it held without evaluating them.
     generator.put_aside_for_next_run();
     drop(generator);
+    session.save_heat();
     session.finish();
 }
 

@@ -72,6 +72,9 @@ pub struct ServerOptions {
     pub reasoning_budget: output::BudgetDefaults,
     /// Memory for stored Responses API responses (`previous_response_id`); 0: none kept.
     pub responses_store_bytes: usize,
+    /// Where the expert heat of a warm start is kept (`epm_engine::warm`); `None`: no
+    /// warm start.
+    pub heat_dir: Option<std::path::PathBuf>,
 }
 
 /// The prompt store of a server (`epm_engine::prompt_folder`).

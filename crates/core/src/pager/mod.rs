@@ -14,6 +14,19 @@ pub(crate) use order::ln_add;
 pub use order::CachePolicy;
 use order::Order;
 
+/// What [`Pager::warm`] did with an expert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Warmed {
+    /// Advised in, counted resident.
+    Read,
+    /// Already resident.
+    Resident,
+    /// The expert cache has no free room for it (nothing was evicted).
+    NoRoom,
+    /// No such expert in this model.
+    NotAnExpert,
+}
+
 /// A byte range of one model file (shard `file`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileRange {
@@ -198,6 +211,9 @@ pub struct Pager<A: Advisor> {
     predicted: Vec<bool>,
     /// 9. `evicted[s]`: slot `s` has been evicted at least once.
     evicted: Vec<bool>,
+    /// 11. `warm[s]` implies `resident[s]` and not `speculative[s]`: read in by a warm start
+    ///     ([`Pager::warm`]) and not selected since.
+    warm: Vec<bool>,
     epoch: u64,
     /// The phase of the latest `route` call; predictions made after it count in it.
     phase: Phase,
@@ -243,6 +259,7 @@ impl<A: Advisor> Pager<A> {
             speculative: vec![false; n_slots],
             predicted: vec![false; n_slots],
             evicted: vec![false; n_slots],
+            warm: vec![false; n_slots],
             last_used: vec![0; n_slots],
             pin_epoch: vec![0; n_slots],
             order: Order::new(config.policy, n_slots),
@@ -312,6 +329,7 @@ impl<A: Advisor> Pager<A> {
         }
         self.order.remove(s);
         self.resident[s] = false;
+        self.warm[s] = false;
         self.evicted[s] = true;
         self.counters.residency.set_resident(s, false);
         self.resident_bytes -= self.cost[s];
@@ -448,6 +466,10 @@ impl<A: Advisor> Pager<A> {
                     prefetch_hits += 1;
                 } else {
                     cache_hits += 1;
+                }
+                if self.warm[s] {
+                    self.warm[s] = false;
+                    self.counters.warm_hits.inc();
                 }
                 self.order.touch(s, self.clock);
             } else {
@@ -612,6 +634,41 @@ impl<A: Advisor> Pager<A> {
         self.check_invariants();
     }
 
+    /// A warm start: read expert `expert` of `layer` in on a guess from past runs, if the
+    /// expert cache has free room for it. Never evicts: the expert goes after demoted
+    /// guesses and before every expert this run used (`Order::insert_cold`). The ranges
+    /// advised in go to `read`, for the caller to see when they have landed.
+    pub fn warm(&mut self, layer: u32, expert: u32, mut read: impl FnMut(FileRange)) -> Warmed {
+        let Some(s) = self.slot(layer, expert) else {
+            return Warmed::NotAnExpert;
+        };
+        if self.resident[s] {
+            return Warmed::Resident;
+        }
+        if self.resident_bytes + self.cost[s] > self.config.expert_budget_bytes {
+            return Warmed::NoRoom;
+        }
+        let pos = s / self.n_expert as usize;
+        for k in 0..self.layers[pos].slices.len() {
+            let r = self.layers[pos].slices[k].range(u64::from(expert));
+            self.advisor.will_need(r);
+            read(r);
+        }
+        self.advisor.flush();
+        self.resident[s] = true;
+        self.warm[s] = true;
+        self.resident_bytes += self.cost[s];
+        self.order.insert_cold(s);
+        self.counters.residency.set_resident(s, true);
+        self.counters.warmed.inc();
+        self.counters.warmed_bytes.add(self.cost[s]);
+        self.counters.resident_bytes.set(self.resident_bytes);
+        self.counters.resident_peak_bytes.max(self.resident_bytes);
+        #[cfg(test)]
+        self.check_invariants();
+        Warmed::Read
+    }
+
     /// The run is over: let the advisor complete outstanding drops.
     pub fn finish(&mut self) {
         self.advisor.finish();
@@ -676,6 +733,15 @@ impl<A: Advisor> Pager<A> {
         assert_eq!(sum, self.resident_bytes, "invariant 2: resident_bytes");
         // 3.
         self.order.check(&self.resident);
+        // 11.
+        for s in 0..n_slots {
+            if self.warm[s] {
+                assert!(
+                    self.resident[s] && !self.speculative[s],
+                    "invariant 11: {s}"
+                );
+            }
+        }
         // 4 and 5: `pinned` holds exactly this epoch's pins, without duplicates.
         let pinned_now = (0..n_slots)
             .filter(|&s| self.pin_epoch[s] == self.epoch && self.epoch > 0)

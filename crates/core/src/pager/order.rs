@@ -125,6 +125,18 @@ impl Order {
         }
     }
 
+    fn push_tail(&mut self, list: usize, s: usize) {
+        self.next[s] = NIL;
+        self.prev[s] = self.tail[list];
+        if self.tail[list] != NIL {
+            self.next[self.tail[list] as usize] = s as u32;
+        }
+        self.tail[list] = s as u32;
+        if self.head[list] == NIL {
+            self.head[list] = s as u32;
+        }
+    }
+
     // --- the heap ---
 
     fn swap(&mut self, i: usize, j: usize) {
@@ -233,6 +245,16 @@ impl Order {
     pub fn insert_guess(&mut self, s: usize) {
         if self.lru() {
             self.push_head(MAIN, s);
+        } else {
+            self.heap_push(s);
+        }
+    }
+
+    /// Slot `s` (not resident) became resident on a guess from past runs (a warm start): it
+    /// goes after the demoted guesses and before every expert this run used.
+    pub fn insert_cold(&mut self, s: usize) {
+        if self.lru() {
+            self.push_tail(MAIN, s);
         } else {
             self.heap_push(s);
         }

@@ -597,3 +597,55 @@ fn a_new_budget_is_kept_at_once_and_never_takes_pinned_experts() {
     assert_eq!(evicted_experts(&p, 0), vec![0, 1, 2]);
     assert!(p.is_resident(0, 3));
 }
+
+/// A warm start fills free room only, never evicts, and its experts go before every expert
+/// the run used (after demoted guesses); a selected one counts as a warm hit once.
+#[test]
+fn a_warm_start_fills_free_room_only_and_goes_first_when_room_is_needed() {
+    for policy in [CachePolicy::Lru, CachePolicy::DEFAULT] {
+        let mut p = pager_with(policy, 4, 0, 2);
+        p.route(0, Phase::Decode, 1, [0].into_iter());
+        let mut read = Vec::new();
+        assert_eq!(p.warm(1, 5, |r| read.push(r)), Warmed::Read);
+        assert_eq!(
+            read,
+            [FileRange {
+                file: 0,
+                offset: (16 + 5) * EXPERT,
+                len: EXPERT
+            }]
+        );
+        assert_eq!(p.advisor().unflushed, 0, "advice is flushed");
+        assert_eq!(p.warm(1, 5, |_| {}), Warmed::Resident);
+        assert_eq!(p.warm(0, 0, |_| {}), Warmed::Resident);
+        assert_eq!(p.warm(7, 0, |_| {}), Warmed::NotAnExpert);
+        assert_eq!(p.warm(0, 99, |_| {}), Warmed::NotAnExpert);
+        assert_eq!(p.warm(1, 6, |_| {}), Warmed::Read);
+        assert_eq!(p.warm(1, 7, |_| {}), Warmed::Read);
+        // Full: nothing is evicted to make room.
+        assert_eq!(p.warm(1, 8, |_| {}), Warmed::NoRoom);
+        assert!(p.advisor().evicted.is_empty());
+        assert_eq!(p.resident_bytes(), 4 * EXPERT);
+        assert_eq!(
+            (p.counters.warmed.get(), p.counters.warmed_bytes.get()),
+            (3, 3 * EXPERT)
+        );
+        // Layer 1's expert 6 is selected: a cache hit and a warm hit, and now the run's.
+        p.route(1, Phase::Decode, 1, [6].into_iter());
+        assert_eq!(p.counters.decode.cache_hits.get(), 1);
+        assert_eq!(p.counters.warm_hits.get(), 1);
+        p.route(1, Phase::Decode, 1, [6].into_iter());
+        assert_eq!(p.counters.warm_hits.get(), 1, "a warm hit counts once");
+        // Room for two more: the two warm guesses not selected go, the run's stay.
+        p.route(0, Phase::Decode, 1, [1, 2].into_iter());
+        let mut gone: Vec<FileRange> = p.advisor().evicted.clone();
+        gone.sort_by_key(|r| r.offset);
+        assert_eq!(
+            gone.iter().map(|r| expert_of(r, 1)).collect::<Vec<_>>(),
+            [5, 7],
+            "{policy:?}"
+        );
+        assert!(p.is_resident(0, 0) && p.is_resident(1, 6));
+        p.check_invariants();
+    }
+}

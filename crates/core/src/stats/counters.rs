@@ -102,6 +102,11 @@ pub struct PagerCounters {
     pub overruns: Counter,
     /// Evictions forced by measured RSS above the budget (the RSS guard).
     pub guard_shrinks: Counter,
+    /// A warm start's reads (experts past runs selected most, read into free room while
+    /// idle): experts and page-rounded bytes, and those routing then selected.
+    pub warmed: Counter,
+    pub warmed_bytes: Counter,
+    pub warm_hits: Counter,
     pub layers: Vec<LayerCounters>,
     /// What the pager holds now, for the server's pager view.
     pub residency: super::ResidencyView,

@@ -233,9 +233,23 @@ pub struct ExpertsSection {
     pub resident_peak_bytes: u64,
     pub overruns: u64,
     pub guard_shrinks: u64,
+    /// What a warm start read while idle, and how much of it routing used.
+    #[serde(default)]
+    pub warm_start: WarmStartSection,
     /// Measured (mincore) when the run ends: bytes of experts the pager does not count as
     /// resident that the page cache holds anyway. 0 is the pager's promise; written at exit.
     pub stray_cache_bytes_at_exit: u64,
+}
+
+/// A warm start: experts past runs selected most, read into the expert cache's free room
+/// while no request ran.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct WarmStartSection {
+    /// Experts read, and their page-rounded bytes.
+    pub experts: u64,
+    pub bytes: u64,
+    /// Of those, experts routing selected before they were evicted.
+    pub hits: u64,
 }
 
 /// Speculative reads issued by predictions made in one phase.
@@ -514,6 +528,11 @@ impl RunStats {
                 resident_peak_bytes: p.resident_peak_bytes.get(),
                 overruns: p.overruns.get(),
                 guard_shrinks: p.guard_shrinks.get(),
+                warm_start: WarmStartSection {
+                    experts: p.warmed.get(),
+                    bytes: p.warmed_bytes.get(),
+                    hits: p.warm_hits.get(),
+                },
                 stray_cache_bytes_at_exit: self.stray_expert_cache.get(),
             },
             prefetch: PrefetchSection {

@@ -107,6 +107,14 @@ pub trait Backend {
     /// Drop all of sequence `seq`'s cache.
     fn clear(&mut self, seq: i32);
     fn stats(&self) -> &Arc<RunStats>;
+    /// While no job runs: one step of a warm start ([`crate::warm`]); whether there is more
+    /// to do (the core then looks for jobs again soon instead of sleeping).
+    fn warm_step(&mut self) -> bool {
+        false
+    }
+    /// Keep what outlives the run besides prompts (a warm start's expert heat): at an idle
+    /// save and at the end.
+    fn save_heat(&mut self) {}
 }
 
 impl Backend for Session<'_> {
@@ -179,6 +187,12 @@ impl Backend for Session<'_> {
     }
     fn stats(&self) -> &Arc<RunStats> {
         self.engine().stats()
+    }
+    fn warm_step(&mut self) -> bool {
+        Session::warm_step(self)
+    }
+    fn save_heat(&mut self) {
+        Session::save_heat(self)
     }
 }
 
@@ -707,6 +721,7 @@ impl<'b, B: Backend> Generator<'b, B> {
                 if !*saved && since.elapsed() >= after {
                     let started = Instant::now();
                     let n = self.put_aside_idle_slots();
+                    self.backend.save_heat();
                     if n > 0 {
                         self.backend.stats().prefixes_saved_idle.add(n);
                         tracing::info!(
@@ -717,8 +732,9 @@ impl<'b, B: Backend> Generator<'b, B> {
                     *saved = true;
                 }
             }
+            let warming = idle && self.backend.warm_step();
             let next = if idle {
-                jobs.recv_timeout(Duration::from_millis(100))
+                jobs.recv_timeout(Duration::from_millis(if warming { 2 } else { 100 }))
             } else {
                 jobs.try_recv().map_err(|e| match e {
                     TryRecvError::Empty => RecvTimeoutError::Timeout,

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The first request after a restart, with and without the warm start (`serve` reads the
+experts that earlier runs selected most into the expert cache while idle; `--no-warm-start`
+starts cold). Each variant has its own state folder, seeded by one untimed session of
+--seed-requests short chats (so both have the same expert heat to start from); then each
+timed run drops the model from the page cache, starts the server under a cgroup cap of the
+budget, waits --idle-s seconds (a user typing; 0: the request is sent the moment the server
+is ready), and sends one short chat it has not seen, streamed: time to first token, total,
+and the warm start's own figures from `/stats`. Variants alternate, --runs each; the same
+tokens come back in every run.
+
+    python3 bench/warm_start.py -m W1.gguf --budget-mb 8192 --idle-s 15 --runs 3 \\
+        --out validate/warm-start-w1-8g.json
+"""
+import argparse, http.client, json, os, shutil, statistics, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from epmlib import Cgroup, disk_read_mb_s, drop_cache, machine, request_json, start_server  # noqa: E402
+
+SEED = ["Tell me about the rivers of France and where they flow.", "Write a haiku about autumn leaves.",
+        "How do I reverse a list in Python?", "What is the capital of Australia, and why not Sydney?"]
+TIMED = "What do owls eat in the winter months, and how do they find it under snow?"
+
+
+def chat_stream(port, text, max_tokens):
+    """One streamed chat: (seconds to the first content chunk, seconds in all, the text)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    body = {"messages": [{"role": "user", "content": text}], "max_tokens": max_tokens, "temperature": 0,
+            "stream": True}
+    t0 = time.time()
+    c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    first, parts = None, []
+    for line in r:
+        line = line.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        ev = json.loads(line[6:])
+        if "error" in ev:
+            raise SystemExit(f"the stream ended with an error: {ev['error']}")
+        for ch in ev.get("choices", []):
+            if ch["delta"].get("content") or ch["delta"].get("reasoning_content"):
+                first = first or time.time() - t0
+                parts.append(ch["delta"].get("content") or "")
+    return first, time.time() - t0, "".join(parts)
+
+
+def serve_cmd(binary, model, budget_mb, state, cold):
+    cmd = [binary, "serve", "-m", model, "--port", "0", "--ram-budget-mb", str(budget_mb),
+           "--prompt-cache-mb", "0", "--prompt-cache-dir", state]
+    return cmd + (["--no-warm-start"] if cold else [])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--bin", default="target/release/epm-run")
+    ap.add_argument("--budget-mb", type=int, required=True)
+    ap.add_argument("--idle-s", type=float, default=15)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seed-requests", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="warm-start-", dir=os.path.dirname(os.path.abspath(a.model)))
+    variants = {"warm": False, "cold": True}
+    rows, commands = [], {}
+    try:
+        for name, cold in variants.items():
+            state = os.path.join(work, name)
+            os.makedirs(state)
+            with Cgroup(a.budget_mb << 20, f"seed-{name}") as cg:
+                drop_cache(a.model)
+                proc, port = start_server(cg.wrap(serve_cmd(a.bin, a.model, a.budget_mb, state, cold=False)))
+                for text in SEED[:a.seed_requests]:
+                    chat_stream(port, text, a.max_tokens)
+                proc.terminate()
+                proc.wait(timeout=120)
+        for run in range(a.runs):
+            for name, cold in variants.items():
+                state = os.path.join(work, name)
+                cmd = serve_cmd(a.bin, a.model, a.budget_mb, state, cold)
+                commands[name] = " ".join(cmd)
+                disk = disk_read_mb_s(a.model)
+                with Cgroup(a.budget_mb << 20, f"{name}-{run}") as cg:
+                    drop_cache(a.model)
+                    t0 = time.time()
+                    proc, port = start_server(cg.wrap(cmd))
+                    ready = time.time() - t0
+                    time.sleep(a.idle_s)
+                    _, before = request_json(port, "GET", "/stats")
+                    ttft, total, text = chat_stream(port, TIMED, a.max_tokens)
+                    _, after = request_json(port, "GET", "/stats")
+                    proc.terminate()
+                    proc.wait(timeout=120)
+                    facts = cg.facts()
+                row = {"variant": name, "run": run, "ready_s": round(ready, 2), "ttft_s": round(ttft, 2),
+                       "total_s": round(total, 2), "text": text, "disk_mb_s_before": disk,
+                       "warm_start_at_request": before["experts"]["warm_start"],
+                       "warm_start_after": after["experts"]["warm_start"],
+                       "prompt_misses": after["experts"]["prompt"]["misses"] - before["experts"]["prompt"]["misses"],
+                       "decode_hit_rate": after["experts"]["decode"]["cache_hit_rate"],
+                       "peak_rss_bytes": after["memory"]["peak_rss_bytes"], "cgroup": facts}
+                rows.append(row)
+                print(json.dumps({k: row[k] for k in ("variant", "run", "ttft_s", "total_s", "warm_start_at_request",
+                                                       "prompt_misses")}), file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    med = {n: {k: statistics.median(r[k] for r in rows if r["variant"] == n) for k in ("ttft_s", "total_s")}
+           for n in variants}
+    same = len({r["text"] for r in rows}) == 1
+    report = {"what": "the first request after a restart, warm start against --no-warm-start",
+              "command": "python3 bench/warm_start.py " + " ".join(sys.argv[1:]), "server_commands": commands,
+              "machine": machine(), "budget_mb": a.budget_mb, "idle_s": a.idle_s, "medians": med,
+              "ttft_ratio_warm_over_cold": round(med["warm"]["ttft_s"] / med["cold"]["ttft_s"], 3),
+              "total_ratio_warm_over_cold": round(med["warm"]["total_s"] / med["cold"]["total_s"], 3),
+              "same_text_every_run": same,
+              "oom_kills": sum(r["cgroup"]["oom_kills"] for r in rows), "runs": rows}
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(json.dumps({k: report[k] for k in ("medians", "ttft_ratio_warm_over_cold", "total_ratio_warm_over_cold",
+                                             "same_text_every_run", "oom_kills")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
