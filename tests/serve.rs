@@ -1244,7 +1244,8 @@ fn lru_with_more_sessions_than_the_cache_holds_is_warned_about() {
 /// A restarted server reads, while idle, the experts its last run selected most (the expert
 /// heat kept in its state folder) into free room of the expert cache: the first request
 /// then finds them resident (warm hits), answers with the same tokens and logprobs as the
-/// cold run, stays within budget, and leaves no stray cache. `--no-warm-start` reads
+/// cold run, stays within budget, and leaves no stray cache (nor more of the token table
+/// cached than it read). `--no-warm-start` reads
 /// nothing; a heat file that is not one is said and replaced at the end.
 #[test]
 fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
@@ -1311,6 +1312,14 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     assert_eq!(st.experts.stray_cache_bytes_at_exit, 0);
     assert!(
         st.memory.peak_rss_bytes <= st.budget_bytes,
+        "{:?}",
+        st.memory
+    );
+    // The token table's loan holds in a server too: no more of it cached than was read.
+    // (The model watcher's header checksum, every 2 s, read a readahead window into a
+    // small model's token table; `epm_sys::fs::read_head`'s test holds that fix.)
+    assert!(
+        st.memory.token_table_cached_bytes_at_exit <= st.memory.token_table_taken_bytes,
         "{:?}",
         st.memory
     );

@@ -2,7 +2,6 @@
 //! replaces or re-downloads a GGUF under a running server must get a clear refusal, not a
 //! SIGBUS mid-request or outputs from a file the mapping no longer matches.
 
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -50,11 +49,9 @@ pub fn bytes_sum(bytes: &[u8]) -> u64 {
 }
 
 fn header_sum(path: &Path) -> std::io::Result<u64> {
-    let mut buf = Vec::with_capacity(HEADER_SAMPLE as usize);
-    std::fs::File::open(path)?
-        .take(HEADER_SAMPLE)
-        .read_to_end(&mut buf)?;
-    Ok(fnv1a(&buf))
+    // Without readahead: its window would cache a small model's first tensor (the token
+    // table) outside the budget's accounting.
+    Ok(fnv1a(&epm_sys::fs::read_head(path, HEADER_SAMPLE)?))
 }
 
 fn identity(path: &Path, with_sum: bool) -> std::io::Result<FileIdentity> {

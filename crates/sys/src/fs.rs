@@ -4,7 +4,7 @@
 //! one process at a time holds.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -213,6 +213,25 @@ pub fn read_whole_uncached(path: &Path, expected: u64) -> io::Result<PageBuf> {
     } else {
         drop_pages(&file)?;
     }
+    Ok(buf)
+}
+
+/// The first `len` bytes of `path` (fewer if it is shorter), read without readahead
+/// (`POSIX_FADV_RANDOM` on the descriptor): only the pages asked for enter the page cache.
+/// A plain read pulls in a readahead window past them, which in a small model file is
+/// its first tensor (the token table), cached outside the budget's accounting.
+pub fn read_head(path: &Path, len: u64) -> io::Result<Vec<u8>> {
+    let file = File::open(path)?;
+    nix::fcntl::posix_fadvise(
+        &file,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_RANDOM,
+    )
+    .map_err(io::Error::from)?;
+    let size = file.metadata()?.len().min(len);
+    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(len).read_to_end(&mut buf)?;
     Ok(buf)
 }
 
@@ -490,6 +509,21 @@ mod tests {
     }
 
     use super::*;
+
+    /// The head is read whole, and nothing past it enters the page cache.
+    #[test]
+    fn a_head_is_read_without_readahead() {
+        let map = crate::mapping::test_support::TestMap::new(8 << 20);
+        let m = map.find();
+        crate::mapping::test_support::drop_all_pages(&m, 8 << 20);
+        let head = read_head(&map.path, 64 << 10).unwrap();
+        assert_eq!(head, vec![7u8; 64 << 10]);
+        assert_eq!(m.resident_bytes(64 << 10, (8 << 20) - (64 << 10)), 0);
+        assert_eq!(m.resident_bytes(0, 64 << 10), 64 << 10);
+        // Longer than the file: the whole file.
+        assert_eq!(read_head(&map.path, 16 << 20).unwrap().len(), 8 << 20);
+        assert!(read_head(&map.path.with_extension("missing"), 1).is_err());
+    }
 
     #[test]
     fn page_buffers_start_on_a_page() {
