@@ -1305,6 +1305,8 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     let st = live_stats(&s);
     let w = &st.experts.warm_start;
     assert!(w.hits > 0 && w.hits <= w.experts, "{w:?}");
+    assert_eq!(s.metric("epm_warm_start_experts_total"), w.experts as f64);
+    assert_eq!(s.metric("epm_warm_start_hits_total"), w.hits as f64);
     assert!(w.bytes > 0);
     assert!(st.experts.prompt.cache_hits > 0, "{:?}", st.experts.prompt);
     assert!(s.stop().success());

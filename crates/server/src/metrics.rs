@@ -294,6 +294,18 @@ impl Collector for Scrape {
             "Experts evicted.",
             n(x.evictions),
         )?;
+        counter(
+            e,
+            "epm_warm_start_experts",
+            "Experts a warm start read in while idle (those earlier runs selected most).",
+            n(x.warm_start.experts),
+        )?;
+        counter(
+            e,
+            "epm_warm_start_hits",
+            "Of those, experts routing selected before they were evicted.",
+            n(x.warm_start.hits),
+        )?;
         gauge(
             e,
             "epm_expert_resident_bytes",
