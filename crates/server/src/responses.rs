@@ -516,9 +516,10 @@ impl TextItem {
         }
     }
 
-    /// The finished item holding `text`.
-    fn done(self, id: &str, text: &str, logprobs: Option<&[Value]>) -> Value {
-        self.item(id, vec![self.part(text, logprobs)], "completed")
+    /// The finished item holding `text`, with `status` (`incomplete` when the response
+    /// ended before the item did).
+    fn done(self, id: &str, text: &str, logprobs: Option<&[Value]>, status: &str) -> Value {
+        self.item(id, vec![self.part(text, logprobs)], status)
     }
 
     /// The stream events of its text: a delta, and the whole text once done.
@@ -652,12 +653,17 @@ async fn responses(
     let c = collect(rx).await?;
     let mut output = Vec::new();
     if !c.reasoning.is_empty() {
-        output.push(TextItem::Reasoning.done(&new_id("rs"), &c.reasoning, None));
+        output.push(TextItem::Reasoning.done(&new_id("rs"), &c.reasoning, None, "completed"));
     }
     if !c.text.trim().is_empty() || c.tool_calls.is_empty() {
         let logprobs: Option<Vec<Value>> =
             logprobs.map(|_| c.logprobs.iter().map(chat_logprob).collect());
-        output.push(TextItem::Message.done(&new_id("msg"), &c.text, logprobs.as_deref()));
+        output.push(TextItem::Message.done(
+            &new_id("msg"),
+            &c.text,
+            logprobs.as_deref(),
+            "completed",
+        ));
     }
     output.extend(
         c.tool_calls
@@ -883,7 +889,7 @@ impl StreamState {
                 json!({"item_id": id, "output_index": index, "content_index": 0,
                        "part": kind.part(&text, logprobs.as_deref())}),
             );
-            let item = kind.item(&id, vec![kind.part(&text, logprobs.as_deref())], status);
+            let item = kind.done(&id, &text, logprobs.as_deref(), status);
             self.emit(
                 "response.output_item.done",
                 json!({"output_index": index, "item": item}),
