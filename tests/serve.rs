@@ -1332,16 +1332,26 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     assert_eq!(live_stats(&s).experts.warm_start.experts, 0);
     assert!(s.stop().success());
 
-    // A file that is not a heat file: said, a cold start, and a good file at the end.
+    // A file that is not a heat file: said, a cold start, and a good file written once the
+    // server is idle, without a prompt store, so that a server killed then keeps it.
     std::fs::write(&files[0], b"not a heat file").unwrap();
-    let mut s = Server::start(&model, &args(&[]));
+    let mut s = Server::start(&model, &args(&["--prompt-cache-idle-s", "1"]));
     assert_same_reply(&s.chat(&body), &cold);
     assert_eq!(live_stats(&s).experts.warm_start.experts, 0);
-    assert!(s.stop().success());
     assert!(
         s.stderr.lock().unwrap().contains("not an expert heat file"),
         "{}",
         s.stderr.lock().unwrap()
     );
-    assert_eq!(&std::fs::read(&files[0]).unwrap()[..8], b"EPMHEAT\0");
+    wait_for(
+        "the heat written while idle",
+        Duration::from_secs(30),
+        || std::fs::read(&files[0]).is_ok_and(|b| b.starts_with(b"EPMHEAT\0")),
+    );
+    s.kill();
+    let mut s = Server::start(&model, &args(&[]));
+    wait_for("the warm start", Duration::from_secs(30), || {
+        live_stats(&s).experts.warm_start.experts > 0
+    });
+    assert!(s.stop().success());
 }

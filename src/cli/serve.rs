@@ -61,7 +61,8 @@ pub struct ServeArgs {
     /// Once the server has been idle this many seconds, put the slots' conversations aside
     /// too (each once it has grown by 256 tokens since its last save), so that a server
     /// killed later (the OOM killer, a power cut) still answers them without evaluating
-    /// them again after a restart. A request that arrives during such a save waits for it.
+    /// them again after a restart, and write the expert heat of the warm start (with
+    /// --prompt-cache-mb 0 too). A request that arrives during such a save waits for it.
     /// 0: only when the server stops.
     #[arg(long, default_value_t = 10)]
     prompt_cache_idle_s: u64,
@@ -126,8 +127,6 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<PromptStoreOptions>> {
     Ok(Some(PromptStoreOptions {
         dir: parent,
         capacity_bytes: (a.prompt_cache_mb << 20).min(free / 2),
-        save_when_idle: (a.prompt_cache_idle_s > 0)
-            .then(|| std::time::Duration::from_secs(a.prompt_cache_idle_s)),
     }))
 }
 
@@ -159,6 +158,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
         },
         responses_store_bytes: a.responses_store_mb << 20,
         heat_dir: (!a.no_warm_start).then(|| state_dir(&a)),
+        save_when_idle: (a.prompt_cache_idle_s > 0)
+            .then(|| std::time::Duration::from_secs(a.prompt_cache_idle_s)),
     };
     let disk = run.disk_mb_per_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -655,7 +655,6 @@ pub(crate) fn engine_main(
     if let Some(dir) = &opts.heat_dir {
         session.warm_start_from(epm_engine::warm::heat_file(dir, &identity));
     }
-    let save_when_idle = opts.prompt_store.as_ref().and_then(|o| o.save_when_idle);
     let store = opts
         .prompt_store
         .filter(|_| session.can_store_prefixes())
@@ -683,9 +682,9 @@ pub(crate) fn engine_main(
     let mut generator = Generator::new(&mut session, state.generation.clone());
     if let Some((folder, store)) = store {
         generator = generator.with_prompt_store(folder, store);
-        if let Some(after) = save_when_idle {
-            generator = generator.with_save_when_idle(after);
-        }
+    }
+    if let Some(after) = opts.save_when_idle {
+        generator = generator.with_save_when_idle(after);
     }
     generator.serve(&jobs, &state.server.stopping);
     // A restarted server then answers the conversations it held without evaluating them.

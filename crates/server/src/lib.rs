@@ -75,6 +75,10 @@ pub struct ServerOptions {
     /// Where the expert heat of a warm start is kept (`epm_engine::warm`); `None`: no
     /// warm start.
     pub heat_dir: Option<std::path::PathBuf>,
+    /// Once the server has been idle this long, put the slots' caches aside (with a prompt
+    /// store) and write the expert heat (with a warm start), so that a server killed later
+    /// keeps both for its next run (`None`: only when it stops).
+    pub save_when_idle: Option<std::time::Duration>,
 }
 
 /// The prompt store of a server (`epm_engine::prompt_folder`).
@@ -85,9 +89,6 @@ pub struct PromptStoreOptions {
     pub dir: std::path::PathBuf,
     /// How many bytes of files at most, over every folder under `dir`.
     pub capacity_bytes: u64,
-    /// Put the slots' caches aside once the server has been idle this long, so that a
-    /// server killed later keeps them for its next run (`None`: only when it stops).
-    pub save_when_idle: Option<std::time::Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
