@@ -575,3 +575,61 @@ fn probe_paging_measures_both_read_and_drop_paths_and_drops_what_it_read() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no routed experts"));
 }
+
+/// A run finds the experts an earlier run of the model left in the page cache and keeps
+/// them as resident (within its budget) rather than reading them again; outputs do not
+/// change, and nothing else of the model stays cached. `--no-warm-start` drops them.
+#[test]
+fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let min_mb = plan(&model, &["-c", "1024"])["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB);
+    let b = (min_mb + 24).to_string();
+    let (ref_logits, _) = generate(&model, dir.path(), "ref", &["--no-pager"], "24");
+    // Cold by request: the file's pages from synth and the reference run are dropped.
+    let cold_flags = ["--ram-budget-mb", b.as_str(), "--no-warm-start"];
+    let (logits, cold) = generate(&model, dir.path(), "cold", &cold_flags, "24");
+    assert!(logits == ref_logits);
+    assert_eq!(cold.experts.warm_start.adopted, 0);
+    assert!(cold.experts.prompt.misses > 0);
+
+    // The next run keeps what the cold one left resident.
+    let (logits, kept) = generate(&model, dir.path(), "kept", &["--ram-budget-mb", &b], "24");
+    assert!(logits == ref_logits, "logits differ with adopted experts");
+    let w = &kept.experts.warm_start;
+    assert!(w.adopted > 0 && w.hits > 0 && w.hits <= w.adopted, "{w:?}");
+    assert_eq!(w.experts, 0, "nothing read by a warm start");
+    assert!(
+        kept.experts.prompt.misses < cold.experts.prompt.misses,
+        "{:?} against {:?}",
+        kept.experts.prompt,
+        cold.experts.prompt
+    );
+    assert_eq!(kept.experts.stray_cache_bytes_at_exit, 0);
+    assert!(kept.memory.peak_rss_bytes <= (min_mb + 24) * MIB);
+
+    // The whole file cached (a copy, `cat`): as many as the budget holds, the rest dropped.
+    assert!(!std::fs::read(&model).unwrap().is_empty());
+    let min = min_mb.to_string();
+    let (logits, full) = generate(&model, dir.path(), "full", &["--ram-budget-mb", &min], "24");
+    assert!(logits == ref_logits);
+    let w = &full.experts.warm_start;
+    // The pager's budget at start: the expert budget and the token table's loan.
+    let m = &full.memory;
+    let lent = m.token_table_lent_bytes + m.token_table_taken_bytes;
+    assert!(w.adopted > 0, "{w:?}");
+    assert!(
+        w.adopted_bytes <= full.expert_budget_bytes + lent,
+        "{w:?} {m:?}"
+    );
+    assert_eq!(full.experts.stray_cache_bytes_at_exit, 0);
+    assert!(full.memory.peak_rss_bytes <= min_mb * MIB);
+
+    // Cold again: nothing adopted though the last run left its experts.
+    let (_, cold) = generate(&model, dir.path(), "cold2", &cold_flags, "24");
+    assert_eq!(cold.experts.warm_start.adopted, 0);
+}

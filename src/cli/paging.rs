@@ -84,6 +84,14 @@ pub struct PagingArgs {
     /// Write the routing trace (selected experts per token and layer) here; see README.
     #[arg(long)]
     pub trace_file: Option<PathBuf>,
+    /// Start cold: drop the model's experts that the page cache holds at start (without
+    /// this flag, those an earlier run left are kept as resident, as many as the budget
+    /// holds, rather than read again), and in `serve`, do not read while idle the experts
+    /// that earlier runs of this model selected most (a small file per model in
+    /// --prompt-cache-dir counts them; without this flag a restarted server fills its
+    /// expert cache with them before the first request).
+    #[arg(long)]
+    pub no_warm_start: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -164,6 +172,7 @@ impl PagingArgs {
                 PromptEvictionArg::Policy => PromptEviction::Policy,
             },
             trace_file: self.trace_file.clone(),
+            keep_page_cache: !self.no_warm_start,
         }
     }
 }

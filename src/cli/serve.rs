@@ -53,11 +53,6 @@ pub struct ServeArgs {
     /// start. Not a file system held in memory: its files would take RAM outside the budget.
     #[arg(long)]
     prompt_cache_dir: Option<PathBuf>,
-    /// Start cold: do not read, while idle, the experts that earlier runs of this model
-    /// selected most (a small file per model in --prompt-cache-dir counts them; without this
-    /// flag a restarted server fills its expert cache with them before the first request).
-    #[arg(long)]
-    no_warm_start: bool,
     /// Once the server has been idle this many seconds, put the slots' conversations aside
     /// too (each once it has grown by 256 tokens since its last save), so that a server
     /// killed later (the OOM killer, a power cut) still answers them without evaluating
@@ -157,7 +152,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             message: a.chat.reasoning_budget_message.clone(),
         },
         responses_store_bytes: a.responses_store_mb << 20,
-        heat_dir: (!a.no_warm_start).then(|| state_dir(&a)),
+        heat_dir: (!a.run.paging.no_warm_start).then(|| state_dir(&a)),
         save_when_idle: (a.prompt_cache_idle_s > 0)
             .then(|| std::time::Duration::from_secs(a.prompt_cache_idle_s)),
     };

@@ -118,7 +118,7 @@ impl WarmStart {
             let (layer, expert) = self.order[self.next];
             let cost = active.pager.expert_cost(layer, expert).unwrap_or(0);
             match active.pager.warm(layer, expert, |r| self.in_flight.push(r)) {
-                Warmed::Read => bytes += cost,
+                Warmed::Taken => bytes += cost,
                 Warmed::Resident | Warmed::NotAnExpert => {}
                 Warmed::NoRoom => {
                     self.next = self.order.len();

@@ -14,11 +14,11 @@ pub(crate) use order::ln_add;
 pub use order::CachePolicy;
 use order::Order;
 
-/// What [`Pager::warm`] did with an expert.
+/// What [`Pager::warm`] or [`Pager::adopt`] did with an expert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Warmed {
-    /// Advised in, counted resident.
-    Read,
+    /// Counted resident: advised in ([`Pager::warm`]), or found cached ([`Pager::adopt`]).
+    Taken,
     /// Already resident.
     Resident,
     /// The expert cache has no free room for it (nothing was evicted).
@@ -172,6 +172,37 @@ pub fn expert_span(offset: u64, len: u64, page: u64) -> u64 {
     (offset + len).next_multiple_of(page) - offset / page * page
 }
 
+/// The experts to adopt at start from a page cache that an earlier run of the model left
+/// ([`Pager::adopt`]): those whose every slice's whole pages are cached (`cached` says, for
+/// a range, whether the page cache holds every page wholly inside it), taken one expert
+/// number at a time across the layers (expert 0 of every layer, then expert 1, ...) so that
+/// no layer is favoured, while their page-rounded costs fit in `budget`.
+pub fn cached_experts(
+    layers: &[LayerSpec],
+    n_expert: u32,
+    page: u64,
+    budget: u64,
+    mut cached: impl FnMut(FileRange) -> bool,
+) -> Vec<(u32, u32)> {
+    let page = page.max(1);
+    let mut taken = Vec::new();
+    let mut bytes = 0;
+    for e in 0..n_expert {
+        for l in layers {
+            if !l.slices.iter().all(|s| cached(s.range(u64::from(e)))) {
+                continue;
+            }
+            let cost = l.expert_cost(u64::from(e), page);
+            if bytes + cost > budget {
+                return taken;
+            }
+            bytes += cost;
+            taken.push((l.layer, e));
+        }
+    }
+    taken
+}
+
 /// The most [`expert_span`] can be for `len` bytes at any offset: the bound the plan uses
 /// before it knows where each expert lies.
 pub fn expert_span_bound(len: u64, page: u64) -> u64 {
@@ -212,7 +243,8 @@ pub struct Pager<A: Advisor> {
     /// 9. `evicted[s]`: slot `s` has been evicted at least once.
     evicted: Vec<bool>,
     /// 11. `warm[s]` implies `resident[s]` and not `speculative[s]`: read in by a warm start
-    ///     ([`Pager::warm`]) and not selected since.
+    ///     ([`Pager::warm`]) or adopted from the page cache ([`Pager::adopt`]), and not
+    ///     selected since.
     warm: Vec<bool>,
     epoch: u64,
     /// The phase of the latest `route` call; predictions made after it count in it.
@@ -639,15 +671,10 @@ impl<A: Advisor> Pager<A> {
     /// guesses and before every expert this run used (`Order::insert_cold`). The ranges
     /// advised in go to `read`, for the caller to see when they have landed.
     pub fn warm(&mut self, layer: u32, expert: u32, mut read: impl FnMut(FileRange)) -> Warmed {
-        let Some(s) = self.slot(layer, expert) else {
-            return Warmed::NotAnExpert;
+        let s = match self.room_unasked(layer, expert) {
+            Ok(s) => s,
+            Err(w) => return w,
         };
-        if self.resident[s] {
-            return Warmed::Resident;
-        }
-        if self.resident_bytes + self.cost[s] > self.config.expert_budget_bytes {
-            return Warmed::NoRoom;
-        }
         let pos = s / self.n_expert as usize;
         for k in 0..self.layers[pos].slices.len() {
             let r = self.layers[pos].slices[k].range(u64::from(expert));
@@ -655,18 +682,52 @@ impl<A: Advisor> Pager<A> {
             read(r);
         }
         self.advisor.flush();
+        self.counters.warmed.inc();
+        self.counters.warmed_bytes.add(self.cost[s]);
+        self.hold_unasked(s);
+        Warmed::Taken
+    }
+
+    /// At start, count expert `expert` of `layer` resident with no read, because the page
+    /// cache already holds its pages (an earlier run of the model left them), if the expert
+    /// cache has free room for it; held as a warm start's expert is. The caller has
+    /// checked the pages ([`cached_experts`]) and drops every expert's pages it does not
+    /// adopt.
+    pub fn adopt(&mut self, layer: u32, expert: u32) -> Warmed {
+        let s = match self.room_unasked(layer, expert) {
+            Ok(s) => s,
+            Err(w) => return w,
+        };
+        self.counters.adopted.inc();
+        self.counters.adopted_bytes.add(self.cost[s]);
+        self.hold_unasked(s);
+        Warmed::Taken
+    }
+
+    /// The slot of an expert taken in without a selection, if it is not resident and the
+    /// expert cache has free room for it.
+    fn room_unasked(&self, layer: u32, expert: u32) -> Result<usize, Warmed> {
+        let s = self.slot(layer, expert).ok_or(Warmed::NotAnExpert)?;
+        if self.resident[s] {
+            return Err(Warmed::Resident);
+        }
+        if self.resident_bytes + self.cost[s] > self.config.expert_budget_bytes {
+            return Err(Warmed::NoRoom);
+        }
+        Ok(s)
+    }
+
+    /// Count slot `s` resident, taken in without a selection (invariant 11).
+    fn hold_unasked(&mut self, s: usize) {
         self.resident[s] = true;
         self.warm[s] = true;
         self.resident_bytes += self.cost[s];
         self.order.insert_cold(s);
         self.counters.residency.set_resident(s, true);
-        self.counters.warmed.inc();
-        self.counters.warmed_bytes.add(self.cost[s]);
         self.counters.resident_bytes.set(self.resident_bytes);
         self.counters.resident_peak_bytes.max(self.resident_bytes);
         #[cfg(test)]
         self.check_invariants();
-        Warmed::Read
     }
 
     /// The run is over: let the advisor complete outstanding drops.

@@ -606,7 +606,7 @@ fn a_warm_start_fills_free_room_only_and_goes_first_when_room_is_needed() {
         let mut p = pager_with(policy, 4, 0, 2);
         p.route(0, Phase::Decode, 1, [0].into_iter());
         let mut read = Vec::new();
-        assert_eq!(p.warm(1, 5, |r| read.push(r)), Warmed::Read);
+        assert_eq!(p.warm(1, 5, |r| read.push(r)), Warmed::Taken);
         assert_eq!(
             read,
             [FileRange {
@@ -620,8 +620,8 @@ fn a_warm_start_fills_free_room_only_and_goes_first_when_room_is_needed() {
         assert_eq!(p.warm(0, 0, |_| {}), Warmed::Resident);
         assert_eq!(p.warm(7, 0, |_| {}), Warmed::NotAnExpert);
         assert_eq!(p.warm(0, 99, |_| {}), Warmed::NotAnExpert);
-        assert_eq!(p.warm(1, 6, |_| {}), Warmed::Read);
-        assert_eq!(p.warm(1, 7, |_| {}), Warmed::Read);
+        assert_eq!(p.warm(1, 6, |_| {}), Warmed::Taken);
+        assert_eq!(p.warm(1, 7, |_| {}), Warmed::Taken);
         // Full: nothing is evicted to make room.
         assert_eq!(p.warm(1, 8, |_| {}), Warmed::NoRoom);
         assert!(p.advisor().evicted.is_empty());
@@ -648,4 +648,71 @@ fn a_warm_start_fills_free_room_only_and_goes_first_when_room_is_needed() {
         assert!(p.is_resident(0, 0) && p.is_resident(1, 6));
         p.check_invariants();
     }
+}
+
+/// Experts an earlier run left in the page cache are counted resident with no read, apart
+/// from a warm start's, and go first when room is needed until routing selects them.
+#[test]
+fn adopted_experts_are_held_with_no_read_and_go_first_until_selected() {
+    for policy in [CachePolicy::Lru, CachePolicy::DEFAULT] {
+        let mut p = pager_with(policy, 3, 0, 2);
+        p.route(0, Phase::Decode, 1, [0].into_iter());
+        let read_before = p.advisor().will_need.len();
+        assert_eq!(p.adopt(1, 5), Warmed::Taken);
+        assert_eq!(p.adopt(1, 5), Warmed::Resident);
+        assert_eq!(p.adopt(9, 0), Warmed::NotAnExpert);
+        assert_eq!(p.adopt(1, 6), Warmed::Taken);
+        assert_eq!(p.adopt(1, 7), Warmed::NoRoom, "never evicts");
+        assert_eq!(p.advisor().will_need.len(), read_before, "nothing is read");
+        assert!(p.advisor().evicted.is_empty());
+        assert_eq!(p.resident_bytes(), 3 * EXPERT);
+        let c = &p.counters;
+        assert_eq!((c.adopted.get(), c.adopted_bytes.get()), (2, 2 * EXPERT));
+        assert_eq!(c.warmed.get(), 0);
+        // Expert 6 is selected (a hit, the run's now); room for one more takes expert 5.
+        p.route(1, Phase::Decode, 1, [6].into_iter());
+        assert_eq!(p.counters.warm_hits.get(), 1);
+        p.route(0, Phase::Decode, 1, [1].into_iter());
+        let gone: Vec<u32> = p
+            .advisor()
+            .evicted
+            .iter()
+            .map(|r| expert_of(r, 1))
+            .collect();
+        assert_eq!(gone, [5], "{policy:?}");
+        p.check_invariants();
+    }
+}
+
+/// Only experts whose every slice is wholly cached are adopted, an expert number at a time
+/// across the layers, while they fit in the budget.
+#[test]
+fn cached_experts_are_taken_across_layers_within_the_budget() {
+    let layers: Vec<LayerSpec> = (0..3)
+        .map(|l| LayerSpec {
+            layer: l * 2,
+            slices: (0..2)
+                .map(|k| ExpertSlice {
+                    file: k,
+                    offset: u64::from(l) * u64::from(N_EXPERT) * EXPERT,
+                    bytes_per_expert: EXPERT,
+                })
+                .collect(),
+        })
+        .collect();
+    // Cached: every expert but expert 1's slice in file 1 of layer 2.
+    let cached = |r: FileRange| !(r.file == 1 && r.offset == u64::from(N_EXPERT) * EXPERT + EXPERT);
+    let all = cached_experts(&layers, N_EXPERT, PAGE, u64::MAX, cached);
+    assert_eq!(all.len(), 3 * N_EXPERT as usize - 1);
+    assert!(!all.contains(&(2, 1)));
+    // Two slices per expert: a budget of 5 slices holds two experts.
+    let some = cached_experts(&layers, N_EXPERT, PAGE, 5 * EXPERT, cached);
+    assert_eq!(some, [(0, 0), (2, 0)]);
+    let some = cached_experts(&layers, N_EXPERT, PAGE, 8 * EXPERT, cached);
+    assert_eq!(
+        some,
+        [(0, 0), (2, 0), (4, 0), (0, 1)],
+        "layer 2's expert 1 is skipped"
+    );
+    assert!(cached_experts(&layers, N_EXPERT, PAGE, EXPERT, cached).is_empty());
 }

@@ -106,6 +106,11 @@ pub struct PagerCounters {
     /// idle): experts and page-rounded bytes, and those routing then selected.
     pub warmed: Counter,
     pub warmed_bytes: Counter,
+    /// Experts an earlier run left in the page cache, counted resident at start with no
+    /// read, and their page-rounded bytes.
+    pub adopted: Counter,
+    pub adopted_bytes: Counter,
+    /// Warmed or adopted experts that routing then selected.
     pub warm_hits: Counter,
     pub layers: Vec<LayerCounters>,
     /// What the pager holds now, for the server's pager view.

@@ -248,8 +248,15 @@ pub struct WarmStartSection {
     /// Experts read, and their page-rounded bytes.
     pub experts: u64,
     pub bytes: u64,
-    /// Of those, experts routing selected before they were evicted.
+    /// Of those and the adopted ones, experts routing selected before they were evicted.
     pub hits: u64,
+    /// Experts an earlier run of the model left in the page cache, counted resident at
+    /// start with no read (and dropped from the cache when they do not fit), and their
+    /// page-rounded bytes.
+    #[serde(default)]
+    pub adopted: u64,
+    #[serde(default)]
+    pub adopted_bytes: u64,
 }
 
 /// Speculative reads issued by predictions made in one phase.
@@ -532,6 +539,8 @@ impl RunStats {
                     experts: p.warmed.get(),
                     bytes: p.warmed_bytes.get(),
                     hits: p.warm_hits.get(),
+                    adopted: p.adopted.get(),
+                    adopted_bytes: p.adopted_bytes.get(),
                 },
                 stray_cache_bytes_at_exit: self.stray_expert_cache.get(),
             },

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use epm_core::budget::{pager_budget, Budgets, TokenRowLoan};
 use epm_core::model::ModelIndex;
-use epm_core::pager::{CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
+use epm_core::pager::{cached_experts, CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
 use epm_core::predict::PredictReads;
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
 use epm_sys::cgroup::MemoryCgroup;
 use epm_sys::fs::UncachedWriter;
-use epm_sys::{inward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
+use epm_sys::{inward, outward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
 
 use super::{publish_loan, Active, CapWatch, ExpectedTensor, Predictor};
 use crate::error::EngineError;
@@ -64,6 +64,10 @@ pub struct PagingOptions {
     pub prompt_eviction: PromptEviction,
     /// Write the routing trace here.
     pub trace_file: Option<PathBuf>,
+    /// Keep, as resident, the experts whose pages the page cache already holds at start
+    /// (an earlier run of the model left them), as many as the expert budget holds, rather
+    /// than dropping them and reading them again.
+    pub keep_page_cache: bool,
 }
 
 impl Default for PagingOptions {
@@ -81,6 +85,7 @@ impl Default for PagingOptions {
             cache_policy: CachePolicy::DEFAULT,
             prompt_eviction: PromptEviction::default(),
             trace_file: None,
+            keep_page_cache: true,
         }
     }
 }
@@ -151,8 +156,21 @@ pub(crate) fn attach(
             expert_ranges[l.table().file].push((start, end));
         }
     }
+    let page = page_size() as u64;
+    let layers = LayerSpec::from_index(index);
+    let expert_budget = pager_budget(&budgets, loan.as_ref(), 0);
+    let mut adopted = Vec::new();
     if !every_expert_fits {
-        drop_file_pages(&files, &index.file_sizes, &expert_ranges);
+        if opts.keep_page_cache {
+            adopted = cached_experts(&layers, index.n_expert, page, expert_budget, |r| {
+                let (s, e) = inward(r.offset, r.len, page);
+                files[r.file as usize].resident_bytes(s, e - s) == e - s
+            });
+        }
+        if !drop_file_pages(&files, &index.file_sizes, &expert_ranges, &layers, &adopted) {
+            adopted.clear();
+            drop_file_pages(&files, &index.file_sizes, &expert_ranges, &layers, &[]);
+        }
     }
     for (m, (ranges, &size)) in files
         .iter()
@@ -189,7 +207,6 @@ pub(crate) fn attach(
     stats
         .predicted_per_token
         .set(predictor.as_ref().map_or(0, |p| p.reads_per_token() as u64));
-    let layers = LayerSpec::from_index(index);
     let mut advisor = OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone());
     if predictor.is_some() && opts.ahead_thread {
         tracing::info!("predicted experts are read in from a readahead thread");
@@ -217,12 +234,12 @@ pub(crate) fn attach(
             );
         }
     }
-    let pager = Pager::new(
+    let mut pager = Pager::new(
         advisor,
         PagerConfig {
-            expert_budget_bytes: pager_budget(&budgets, loan.as_ref(), 0),
+            expert_budget_bytes: expert_budget,
             hot_window_tokens: opts.hot_window_tokens,
-            page_size: page_size() as u64,
+            page_size: page,
             policy: opts.cache_policy,
             prompt_eviction: opts.prompt_eviction,
         },
@@ -230,6 +247,16 @@ pub(crate) fn attach(
         layers,
         stats.pager.clone(),
     );
+    for &(layer, expert) in &adopted {
+        pager.adopt(layer, expert);
+    }
+    if !adopted.is_empty() {
+        tracing::info!(
+            "{} experts ({} MiB) that an earlier run left in the page cache are kept, not read again",
+            stats.pager.adopted.get(),
+            stats.pager.adopted_bytes.get() >> 20
+        );
+    }
     let trace = match &opts.trace_file {
         Some(path) => Some(TraceWriter::new(
             UncachedWriter::new(std::fs::File::create(path).map_err(|source| {
@@ -302,32 +329,116 @@ fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
     })
 }
 
-/// Start from a clean page cache, so that the pager's table (no expert resident) is the
-/// truth: drop the whole file (the non-expert bytes are read back right after, in exact
-/// ranges). Two things defeat a plain drop of the expert ranges: readahead from header
-/// reads (ours and llama.cpp's) may still be in flight, and the kernel skips pages under
-/// I/O; and a large folio left by an earlier write or read can straddle an expert range and
-/// its neighbour, and is only dropped whole. So drop everything, check the expert ranges
-/// with mincore, and repeat until they are clean.
-fn drop_file_pages(files: &[FileMapping], sizes: &[u64], ranges: &[Vec<(u64, u64)>]) {
+/// Start from a page cache that holds no expert pages but those of the `adopted` experts,
+/// so that the pager's table (the adopted experts resident, no other) is the truth; whether
+/// that was reached. Two things defeat a plain drop of the expert ranges: readahead from
+/// header reads (ours and llama.cpp's) may still be in flight, and the kernel skips pages
+/// under I/O; and a large folio left by an earlier write or read can straddle an expert
+/// range and its neighbour, and is only dropped whole. So drop, check the ranges with
+/// mincore, and repeat until they are clean. Without adopted experts the whole file is
+/// dropped (the non-expert bytes are read back right after, in exact ranges), as often as
+/// it takes; with them, the expert ranges but theirs, then the whole file but theirs, a few
+/// times each: a folio that straddles an adopted expert and a dropped one never goes, and
+/// the caller then drops everything.
+fn drop_file_pages(
+    files: &[FileMapping],
+    sizes: &[u64],
+    ranges: &[Vec<(u64, u64)>],
+    layers: &[LayerSpec],
+    adopted: &[(u32, u32)],
+) -> bool {
     let page = page_size() as u64;
-    for attempt in 0..50 {
-        let mut stray = 0;
-        for ((m, &size), rs) in files.iter().zip(sizes).zip(ranges) {
-            m.evict(0, size.next_multiple_of(page));
-            for &(start, end) in rs {
-                let (s, e) = inward(start, end - start, page);
-                stray += m.resident_bytes(s, e - s);
+    let kept = kept_ranges(layers, adopted, files.len(), page);
+    let whole: Vec<Vec<(u64, u64)>> = sizes
+        .iter()
+        .map(|&size| vec![(0, size.next_multiple_of(page))])
+        .collect();
+    let stages: &[(&PerFile, u32)] = if adopted.is_empty() {
+        &[(&whole, 50)]
+    } else {
+        &[(ranges, 5), (&whole, 5)]
+    };
+    for &(dropped, attempts) in stages {
+        for attempt in 0..attempts {
+            let mut stray = 0;
+            for (f, m) in files.iter().enumerate() {
+                for (start, end) in cut_out(&dropped[f], &kept[f]) {
+                    m.evict(start, end - start);
+                }
+                for (start, end) in cut_out(&ranges[f], &kept[f]) {
+                    let (s, e) = inward(start, end - start, page);
+                    stray += m.resident_bytes(s, e - s);
+                }
+            }
+            if stray == 0 {
+                return true;
+            }
+            if attempt + 1 == attempts && adopted.is_empty() {
+                tracing::warn!(
+                    "{stray} bytes of expert pages stayed in the page cache after eviction"
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    adopted.is_empty()
+}
+
+/// Byte ranges `[start, end)` of each model file.
+type PerFile = [Vec<(u64, u64)>];
+
+/// Per file, the pages of the `adopted` experts' slices (rounded outward), sorted and
+/// merged.
+fn kept_ranges(
+    layers: &[LayerSpec],
+    adopted: &[(u32, u32)],
+    n_files: usize,
+    page: u64,
+) -> Vec<Vec<(u64, u64)>> {
+    let mut kept = vec![Vec::new(); n_files];
+    for &(layer, expert) in adopted {
+        let Some(l) = layers.iter().find(|l| l.layer == layer) else {
+            continue;
+        };
+        for s in &l.slices {
+            let r = s.range(u64::from(expert));
+            kept[r.file as usize].push(outward(r.offset, r.len, page));
+        }
+    }
+    for k in &mut kept {
+        k.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(k.len());
+        for &(s, e) in k.iter() {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
             }
         }
-        if stray == 0 {
-            return;
-        }
-        if attempt == 49 {
-            tracing::warn!("{stray} bytes of expert pages stayed in the page cache after eviction");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        *k = merged;
     }
+    kept
+}
+
+/// The parts of `ranges` outside `cut` (sorted, disjoint).
+fn cut_out(ranges: &[(u64, u64)], cut: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for &(start, end) in ranges {
+        let mut pos = start;
+        let first = cut.partition_point(|&(_, e)| e <= start);
+        for &(cs, ce) in &cut[first..] {
+            if cs >= end {
+                break;
+            }
+            if cs > pos {
+                out.push((pos, cs));
+            }
+            pos = pos.max(ce);
+        }
+        if pos < end {
+            out.push((pos, end));
+        }
+    }
+    out
 }
 
 /// How many layers ahead to predict (0: off), given the request and the kernel.
@@ -377,4 +488,50 @@ pub(crate) fn stray_expert_cache_bytes(active: &Active) -> u64 {
             files[r.file as usize].resident_bytes(s, e - s)
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use epm_core::pager::ExpertSlice;
+
+    #[test]
+    fn cut_out_keeps_what_lies_outside_the_cut() {
+        let cut = [(10, 20), (30, 40)];
+        assert_eq!(cut_out(&[(0, 50)], &cut), [(0, 10), (20, 30), (40, 50)]);
+        assert_eq!(cut_out(&[(12, 18), (35, 45)], &cut), [(40, 45)]);
+        assert_eq!(cut_out(&[(0, 10), (20, 30)], &cut), [(0, 10), (20, 30)]);
+        assert_eq!(cut_out(&[(5, 15)], &[]), [(5, 15)]);
+        assert!(cut_out(&[(10, 40)], &[(0, 100)]).is_empty());
+    }
+
+    #[test]
+    fn kept_ranges_round_each_adopted_slice_outward_and_merge_them() {
+        let page = 4096;
+        // Experts of 6,000 bytes: neighbours share a page.
+        let layers = [LayerSpec {
+            layer: 3,
+            slices: vec![
+                ExpertSlice {
+                    file: 0,
+                    offset: 100,
+                    bytes_per_expert: 6000,
+                },
+                ExpertSlice {
+                    file: 1,
+                    offset: 0,
+                    bytes_per_expert: 8192,
+                },
+            ],
+        }];
+        let kept = kept_ranges(&layers, &[(3, 0), (3, 1), (7, 0)], 2, page);
+        assert_eq!(
+            kept[0],
+            [(0, 12288)],
+            "experts 0 and 1 merged, page-rounded"
+        );
+        assert_eq!(kept[1], [(0, 16384)]);
+        let kept = kept_ranges(&layers, &[(3, 2)], 2, page);
+        assert_eq!(kept[0], [(8192, 20480)]);
+    }
 }
