@@ -20,7 +20,7 @@ import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from epmlib import Cgroup, disk_read_mb_s, drop_cache, machine, request_json, start_server, write_report  # noqa: E402
-from warm_start import chat_stream  # noqa: E402
+from warm_start import chat_stream, serve_cmd  # noqa: E402
 
 EARLIER = "Tell me about the rivers of France and where they flow."
 TIMED = "What do owls eat in the winter months, and how do they find it under snow?"
@@ -29,12 +29,6 @@ TIMED = "What do owls eat in the winter months, and how do they find it under sn
 def generate_cmd(binary, model, budget_mb, prompt, n, stats, cold):
     cmd = [binary, "generate", "-m", model, "--ram-budget-mb", str(budget_mb), "-p", prompt,
            "-n", str(n), "--temp", "0", "--stats-file", stats]
-    return cmd + (["--no-warm-start"] if cold else [])
-
-
-def serve_cmd(binary, model, budget_mb, state, cold):
-    cmd = [binary, "serve", "-m", model, "--port", "0", "--ram-budget-mb", str(budget_mb),
-           "--prompt-cache-mb", "0", "--prompt-cache-dir", state]
     return cmd + (["--no-warm-start"] if cold else [])
 
 
