@@ -102,7 +102,8 @@ def main():
                        "text": text, "disk_mb_s_before": disk, "adopted": e["warm_start"]["adopted"],
                        "adopted_bytes": e["warm_start"]["adopted_bytes"], "warmed": e["warm_start"]["experts"],
                        "adopted_or_warmed_hits": e["warm_start"]["hits"],
-                       "prompt_misses": e["prompt"]["misses"], "decode_hit_rate": e["decode"]["cache_hit_rate"],
+                       "prompt_misses": e["prompt"]["misses"], "prompt_prefetch_hits": e["prompt"]["prefetch_hits"],
+                       "prompt_cache_hits": e["prompt"]["cache_hits"], "decode_hit_rate": e["decode"]["cache_hit_rate"],
                        "read_bytes": s["io"]["read_bytes"], "peak_rss_bytes": s["memory"]["peak_rss_bytes"],
                        "budget_bytes": s["budget_bytes"], "stray_cache_bytes_at_exit": None if a.serve else e["stray_cache_bytes_at_exit"],
                        "cgroup": facts}
