@@ -1309,6 +1309,11 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     assert!(w.hits > 0 && w.hits <= w.experts, "{w:?}");
     assert_eq!(s.metric("epm_warm_start_experts_total"), w.experts as f64);
     assert_eq!(s.metric("epm_warm_start_hits_total"), w.hits as f64);
+    assert_eq!(
+        s.metric("epm_warm_start_adopted_experts_total"),
+        0.0,
+        "a cold page cache"
+    );
     assert!(w.bytes > 0);
     assert!(st.experts.prompt.cache_hits > 0, "{:?}", st.experts.prompt);
     assert!(s.stop().success());
@@ -1350,7 +1355,18 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
         Duration::from_secs(30),
         || std::fs::read(&files[0]).is_ok_and(|b| b.starts_with(b"EPMHEAT\0")),
     );
+    // Restarted at once, while the page cache still holds what the killed one read: kept.
     s.kill();
+    let mut s = Server::start(&model, &args(&[]));
+    let adopted = live_stats(&s).experts.warm_start.adopted;
+    assert!(adopted > 0);
+    assert_eq!(
+        s.metric("epm_warm_start_adopted_experts_total"),
+        adopted as f64
+    );
+    assert_same_reply(&s.chat(&body), &cold);
+    assert!(s.stop().success());
+    assert_eq!(stats(&stats_path).experts.stray_cache_bytes_at_exit, 0);
     epm_sys::cache::drop_file_cache(&model).unwrap();
     let mut s = Server::start(&model, &args(&[]));
     wait_for("the warm start", Duration::from_secs(30), || {

@@ -302,8 +302,14 @@ impl Collector for Scrape {
         )?;
         counter(
             e,
+            "epm_warm_start_adopted_experts",
+            "Experts an earlier run left in the page cache, kept as resident at start with no read.",
+            n(x.warm_start.adopted),
+        )?;
+        counter(
+            e,
             "epm_warm_start_hits",
-            "Of those, experts routing selected before they were evicted.",
+            "Of those read in or kept, experts routing selected before they were evicted.",
             n(x.warm_start.hits),
         )?;
         gauge(
