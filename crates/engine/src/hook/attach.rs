@@ -156,6 +156,10 @@ pub(crate) fn attach(
             expert_ranges[l.table().file].push((start, end));
         }
     }
+    // Sorted (and disjoint: tensors, and the token table's interior) for `cut_out`.
+    for ranges in &mut expert_ranges {
+        ranges.sort_unstable();
+    }
     let page = page_size() as u64;
     let layers = LayerSpec::from_index(index);
     let expert_budget = pager_budget(&budgets, loan.as_ref(), 0);
@@ -174,19 +178,11 @@ pub(crate) fn attach(
     }
     for (m, (ranges, &size)) in files
         .iter()
-        .zip(expert_ranges.iter_mut().zip(&index.file_sizes))
+        .zip(expert_ranges.iter().zip(&index.file_sizes))
     {
         m.set_random(0, size);
-        ranges.sort_unstable();
-        let mut pos = 0;
-        for &(start, end) in ranges.iter() {
-            if start > pos {
-                m.will_need(pos, start - pos);
-            }
-            pos = pos.max(end);
-        }
-        if size > pos {
-            m.will_need(pos, size - pos);
+        for (start, end) in cut_out(&[(0, size)], ranges) {
+            m.will_need(start, end - start);
         }
     }
     // With every expert inside the budget nothing is ever evicted, and predicting would
