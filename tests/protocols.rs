@@ -1041,7 +1041,9 @@ fn background_responses_answer_at_once_run_on_and_cancel() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let server = Server::start(&model, &["-c", "4096"]);
+    // A context long enough that the long reply below (tens of seconds on the mini) cannot
+    // end by itself while the test makes its calls on a loaded machine.
+    let server = Server::start(&model, &["-c", "32768"]);
     let ask = |extra: Value| {
         merged(
             json!({"input": "Name three rivers of Europe.", "max_output_tokens": 12, "temperature": 0}),
@@ -1125,7 +1127,7 @@ fn background_responses_answer_at_once_run_on_and_cancel() {
     let long = post(
         &server,
         "/v1/responses",
-        ask(json!({"background": true, "max_output_tokens": 3000})),
+        ask(json!({"background": true, "max_output_tokens": 30000})),
     );
     let long_id = long["id"].as_str().unwrap();
     let (code, v) = post_raw(
