@@ -11,12 +11,19 @@ streamed token of a chat sent the moment the restarted server is ready, and the 
 stats give the adopted experts and the prompt's misses. Variants alternate, --runs each;
 the same tokens come back in every run.
 
+With --after-write KIB, the earlier step is not a run but a fresh copy of the model written
+KIB KiB at a time (read past the page cache, synced), as a download tool writes it (curl
+writes 16 KiB at a time; ext4 then caches the file in folios of that size); the timed run
+uses the copy (written beside the model, removed at the end).
+
+    python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --after-write 16 \
+        --out validate/run-after-write-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 5 \\
         --out validate/run-after-run-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 5 --serve \\
         --out validate/restart-after-run-w1-8g.json
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, json, mmap, os, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from epmlib import Cgroup, disk_read_mb_s, drop_cache, machine, request_json, start_server, write_report  # noqa: E402
@@ -30,6 +37,28 @@ def generate_cmd(binary, model, budget_mb, prompt, n, stats, cold):
     cmd = [binary, "generate", "-m", model, "--ram-budget-mb", str(budget_mb), "-p", prompt,
            "-n", str(n), "--temp", "0", "--stats-file", stats]
     return cmd + (["--no-warm-start"] if cold else [])
+
+
+def write_copy(src, dst, chunk):
+    """Copy `src` to `dst` as a download tool would: read past the page cache (O_DIRECT, so
+    only the copy is cached), written `chunk` bytes per write call, synced."""
+    block = 8 << 20
+    buf = mmap.mmap(-1, block)
+    fd = os.open(src, os.O_RDONLY | os.O_DIRECT)
+    try:
+        with open(dst, "wb", buffering=0) as out:
+            while True:
+                n = os.readv(fd, [buf])
+                if n == 0:
+                    break
+                view = memoryview(buf)[:n]
+                for i in range(0, n, chunk):
+                    out.write(view[i:i + chunk])
+                view.release()
+            os.fsync(out.fileno())
+    finally:
+        os.close(fd)
+        buf.close()
 
 
 def served(cg, earlier, cmd, tokens):
@@ -69,8 +98,14 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("-n", "--tokens", type=int, default=16)
     ap.add_argument("--serve", action="store_true", help="restart a server instead of running generate")
+    ap.add_argument("--after-write", type=int, metavar="KIB",
+                    help="the earlier step writes a fresh copy of the model KIB KiB at a time (generate only)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    if a.after_write and a.serve:
+        ap.error("--after-write is for generate runs")
+    copy = a.model + ".fresh-copy.gguf"
+    model = copy if a.after_write else a.model
     variants = {"kept": False, "dropped": True}
     rows, commands = [], {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,14 +117,19 @@ def main():
                     earlier = serve_cmd(a.bin, a.model, a.budget_mb, state, cold=False)
                     cmd = serve_cmd(a.bin, a.model, a.budget_mb, state, cold)
                 else:
-                    earlier = generate_cmd(a.bin, a.model, a.budget_mb, EARLIER, a.tokens, stats, cold=False)
-                    cmd = generate_cmd(a.bin, a.model, a.budget_mb, TIMED, a.tokens, stats, cold)
+                    earlier = generate_cmd(a.bin, model, a.budget_mb, EARLIER, a.tokens, stats, cold=False)
+                    cmd = generate_cmd(a.bin, model, a.budget_mb, TIMED, a.tokens, stats, cold)
                 commands[name] = " ".join(cmd)
                 disk = disk_read_mb_s(a.model)
                 with Cgroup(a.budget_mb << 20, f"{name}-{run}") as cg:
                     drop_cache(a.model)
                     if a.serve:
                         ttft, total, text, s = served(cg, earlier, cmd, a.tokens)
+                    elif a.after_write:
+                        write_copy(a.model, copy, a.after_write << 10)
+                        ttft, total, text = timed(cg.wrap(cmd))
+                        with open(stats) as f:
+                            s = json.load(f)
                     else:
                         subprocess.run(cg.wrap(earlier), check=True, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
@@ -110,12 +150,16 @@ def main():
                 rows.append(row)
                 print(json.dumps({k: row[k] for k in ("variant", "run", "ttft_s", "total_s", "adopted",
                                                        "prompt_misses")}), file=sys.stderr, flush=True)
+    if a.after_write:
+        os.unlink(copy)
     med = {n: {k: statistics.median(r[k] for r in rows if r["variant"] == n) for k in ("ttft_s", "total_s")}
            for n in variants}
-    what = "a server restarted after another" if a.serve else "a generate run right after another"
-    report = {"what": what + ": the earlier run's experts kept against dropped",
+    what = ("a server restarted after another" if a.serve
+            else f"a generate run right after the model was written {a.after_write} KiB at a time" if a.after_write
+            else "a generate run right after another")
+    report = {"what": what + ": the experts the page cache holds kept against dropped",
               "command": "python3 bench/run_after_run.py " + " ".join(sys.argv[1:]),
-              "timed_commands": commands, "earlier_prompt": EARLIER, "machine": machine(),
+              "timed_commands": commands, "earlier_prompt": None if a.after_write else EARLIER, "machine": machine(),
               "budget_mb": a.budget_mb, "medians": med,
               "ttft_ratio_kept_over_dropped": round(med["kept"]["ttft_s"] / med["dropped"]["ttft_s"], 3),
               "total_ratio_kept_over_dropped": round(med["kept"]["total_s"] / med["dropped"]["total_s"], 3),

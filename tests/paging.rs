@@ -632,4 +632,34 @@ fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
     // Cold again: nothing adopted though the last run left its experts.
     let (_, cold) = generate(&model, dir.path(), "cold2", &cold_flags, "24");
     assert_eq!(cold.experts.warm_start.adopted, 0);
+
+    // A file just written 16 KiB at a time and not synced, as a download tool may leave it:
+    // its pages are dirty (the kernel drops them only once written back), and ext4 caches it
+    // in 16 KiB folios, which straddle neighbouring experts and are dropped only whole. The
+    // run waits for the write-back, and the folios at each kept expert's ends are dropped
+    // and read again, so that each kept expert can be evicted alone: kept, with nothing left
+    // cached outside the budget.
+    let written = dir.path().join("written.gguf");
+    {
+        use std::io::Write;
+        let bytes = std::fs::read(&model).unwrap();
+        let mut f = std::fs::File::create(&written).unwrap();
+        for chunk in bytes.chunks(16 << 10) {
+            f.write_all(chunk).unwrap();
+        }
+    }
+    let (logits, fresh) = generate(
+        &written,
+        dir.path(),
+        "written",
+        &["--ram-budget-mb", &min],
+        "24",
+    );
+    assert!(logits == ref_logits, "logits differ after a fresh write");
+    let w = &fresh.experts.warm_start;
+    assert!(w.adopted > 0 && w.hits > 0, "{w:?}");
+    assert!(w.adopted_reread_bytes < w.adopted_bytes / 2, "{w:?}");
+    assert!(fresh.experts.evictions > 0);
+    assert_eq!(fresh.experts.stray_cache_bytes_at_exit, 0);
+    assert!(fresh.memory.peak_rss_bytes <= min_mb * MIB);
 }

@@ -210,6 +210,13 @@ impl FileMapping {
         e - s
     }
 
+    /// Write the file's dirty pages back and wait for it (`fdatasync`): the kernel drops
+    /// neither dirty pages nor pages under writeback, so a file just written (a download
+    /// that has not synced) keeps them cached until then. Whether it worked.
+    pub fn write_back(&self) -> bool {
+        self.fd.sync_data().is_ok()
+    }
+
     /// `MADV_PAGEOUT` on the pages that lie wholly inside a file range: the kernel unmaps
     /// them and reclaims the clean ones in one call (`probe-paging` compares it with
     /// [`FileMapping::evict`]). Returns whether the kernel took the advice.

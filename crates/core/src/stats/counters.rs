@@ -110,6 +110,8 @@ pub struct PagerCounters {
     /// read, and their page-rounded bytes.
     pub adopted: Counter,
     pub adopted_bytes: Counter,
+    /// Of the adopted bytes, those read again at start because large folios held them.
+    pub adopted_reread_bytes: Counter,
     /// Warmed or adopted experts that routing then selected.
     pub warm_hits: Counter,
     pub layers: Vec<LayerCounters>,

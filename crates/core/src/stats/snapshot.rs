@@ -257,6 +257,11 @@ pub struct WarmStartSection {
     pub adopted: u64,
     #[serde(default)]
     pub adopted_bytes: u64,
+    /// Of those bytes, the ones read again at start: where large page-cache folios (a copy,
+    /// a download written in small chunks) held the adopted experts, the folios at their
+    /// ends are dropped whole so that each can later be evicted alone, and read again.
+    #[serde(default)]
+    pub adopted_reread_bytes: u64,
 }
 
 /// Speculative reads issued by predictions made in one phase.
@@ -541,6 +546,7 @@ impl RunStats {
                     hits: p.warm_hits.get(),
                     adopted: p.adopted.get(),
                     adopted_bytes: p.adopted_bytes.get(),
+                    adopted_reread_bytes: p.adopted_reread_bytes.get(),
                 },
                 stray_cache_bytes_at_exit: self.stray_expert_cache.get(),
             },

@@ -171,9 +171,12 @@ pub(crate) fn attach(
                 files[r.file as usize].resident_bytes(s, e - s) == e - s
             });
         }
-        if !drop_file_pages(&files, &index.file_sizes, &expert_ranges, &layers, &adopted) {
-            adopted.clear();
-            drop_file_pages(&files, &index.file_sizes, &expert_ranges, &layers, &[]);
+        match drop_file_pages(&files, &index.file_sizes, &expert_ranges, &layers, &adopted) {
+            Some(reread) => stats.pager.adopted_reread_bytes.add(reread),
+            None => {
+                adopted.clear();
+                drop_file_pages(&files, &index.file_sizes, &expert_ranges, &layers, &[]);
+            }
         }
     }
     for (m, (ranges, &size)) in files
@@ -248,9 +251,10 @@ pub(crate) fn attach(
     }
     if !adopted.is_empty() {
         tracing::info!(
-            "{} experts ({} MiB) that an earlier run left in the page cache are kept, not read again",
+            "{} experts ({} MiB) found in the page cache are kept, {} MiB of them read again",
             stats.pager.adopted.get(),
-            stats.pager.adopted_bytes.get() >> 20
+            stats.pager.adopted_bytes.get() >> 20,
+            stats.pager.adopted_reread_bytes.get() >> 20
         );
     }
     let trace = match &opts.trace_file {
@@ -326,58 +330,249 @@ fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
 }
 
 /// Start from a page cache that holds no expert pages but those of the `adopted` experts,
-/// so that the pager's table (the adopted experts resident, no other) is the truth; whether
-/// that was reached. Two things defeat a plain drop of the expert ranges: readahead from
-/// header reads (ours and llama.cpp's) may still be in flight, and the kernel skips pages
-/// under I/O; and a large folio left by an earlier write or read can straddle an expert
-/// range and its neighbour, and is only dropped whole. So drop, check the ranges with
-/// mincore, and repeat until they are clean. Without adopted experts the whole file is
-/// dropped (the non-expert bytes are read back right after, in exact ranges), as often as
-/// it takes; with them, the expert ranges but theirs, then the whole file but theirs, a few
-/// times each: a folio that straddles an adopted expert and a dropped one never goes, and
-/// the caller then drops everything.
+/// so that the pager's table (the adopted experts resident, no other) is the truth; the
+/// adopted bytes read again to get there, or `None` if it was not reached. Two things
+/// defeat a plain drop of the expert ranges: readahead from header reads (ours and
+/// llama.cpp's) may still be in flight, and the kernel skips pages under I/O; and a large
+/// folio left by an earlier write or read can straddle an expert range and its neighbour,
+/// and is only dropped whole. So drop, check the ranges with mincore, and repeat until they
+/// are clean; if pages stay, wait for the file's dirty pages to be written back (a file
+/// just written) and go on. Without adopted experts the whole file is dropped (the
+/// non-expert bytes are read back right after, in exact ranges), as often as it takes; with
+/// them, the expert ranges but theirs a few times, and if pages stay, the folios at the
+/// ends of the adopted experts' slices are dropped whole ([`break_boundary_folios`]), the
+/// drop repeated (then of the whole file but theirs), and their adopted pages read again.
 fn drop_file_pages(
     files: &[FileMapping],
     sizes: &[u64],
-    ranges: &[Vec<(u64, u64)>],
+    ranges: &PerFile,
     layers: &[LayerSpec],
     adopted: &[(u32, u32)],
-) -> bool {
+) -> Option<u64> {
     let page = page_size() as u64;
     let kept = kept_ranges(layers, adopted, files.len(), page);
     let whole: Vec<Vec<(u64, u64)>> = sizes
         .iter()
         .map(|&size| vec![(0, size.next_multiple_of(page))])
         .collect();
-    let stages: &[(&PerFile, u32)] = if adopted.is_empty() {
-        &[(&whole, 50)]
-    } else {
-        &[(ranges, 5), (&whole, 5)]
+    if adopted.is_empty() {
+        let mut stray = drop_pages_but(files, &whole, ranges, &kept, 5);
+        if stray > 0 {
+            write_back(files);
+            stray = drop_pages_but(files, &whole, ranges, &kept, 45);
+        }
+        if stray > 0 {
+            tracing::warn!("{stray} bytes of expert pages stayed in the page cache after eviction");
+        }
+        return Some(0);
+    }
+    if drop_pages_but(files, ranges, ranges, &kept, 5) == 0 {
+        return Some(0);
+    }
+    write_back(files);
+    if drop_pages_but(files, ranges, ranges, &kept, 5) == 0 {
+        return Some(0);
+    }
+    // Large folios straddle kept and dropped pages: break those at the kept slices' ends.
+    let broken = match break_boundary_folios(files, layers, adopted, page) {
+        Ok(broken) => broken,
+        Err(why) => {
+            tracing::info!("{why}: no cached expert is kept");
+            return None;
+        }
     };
-    for &(dropped, attempts) in stages {
-        for attempt in 0..attempts {
-            let mut stray = 0;
-            for (f, m) in files.iter().enumerate() {
-                for (start, end) in cut_out(&dropped[f], &kept[f]) {
-                    m.evict(start, end - start);
-                }
-                for (start, end) in cut_out(&ranges[f], &kept[f]) {
-                    let (s, e) = inward(start, end - start, page);
-                    stray += m.resident_bytes(s, e - s);
-                }
-            }
-            if stray == 0 {
-                return true;
-            }
-            if attempt + 1 == attempts && adopted.is_empty() {
-                tracing::warn!(
-                    "{stray} bytes of expert pages stayed in the page cache after eviction"
-                );
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+    if drop_pages_but(files, ranges, ranges, &kept, 5) > 0
+        && drop_pages_but(files, &whole, ranges, &kept, 5) > 0
+    {
+        tracing::info!(
+            "expert pages outside the cached experts stay in the page cache: none is kept"
+        );
+        return None;
+    }
+    let mut reread = 0;
+    for (f, m) in files.iter().enumerate() {
+        for (start, end) in overlap(&kept[f], &broken[f]) {
+            m.will_need(start, end - start);
+            reread += end - start;
         }
     }
-    adopted.is_empty()
+    tracing::info!(
+        "large page-cache folios held the cached experts: those at their ends were dropped, so that each expert can be evicted alone"
+    );
+    Some(reread)
+}
+
+/// Wait for the model files' dirty pages to be written back, so that drops can take them
+/// (a file just written, by a download that did not sync); a clean file returns at once.
+fn write_back(files: &[FileMapping]) {
+    let started = std::time::Instant::now();
+    for m in files {
+        if !m.write_back() {
+            tracing::debug!("{}: fdatasync failed", m.path.display());
+        }
+    }
+    let waited = started.elapsed();
+    if waited > std::time::Duration::from_millis(100) {
+        tracing::info!(
+            "waited {:.1} s for the model's pages just written to reach the disk, so that they can be dropped",
+            waited.as_secs_f64()
+        );
+    }
+}
+
+/// Drop the pages of `dropped` outside `kept` and check the `ranges` outside `kept` with
+/// mincore, up to `attempts` times until they are clean (a page under I/O is skipped by
+/// the kernel); the bytes of those ranges still cached at the end.
+fn drop_pages_but(
+    files: &[FileMapping],
+    dropped: &PerFile,
+    ranges: &PerFile,
+    kept: &PerFile,
+    attempts: u32,
+) -> u64 {
+    let page = page_size() as u64;
+    let mut stray = 0;
+    for attempt in 0..attempts {
+        stray = 0;
+        for (f, m) in files.iter().enumerate() {
+            for (start, end) in cut_out(&dropped[f], &kept[f]) {
+                m.evict(start, end - start);
+            }
+            for (start, end) in cut_out(&ranges[f], &kept[f]) {
+                let (s, e) = inward(start, end - start, page);
+                stray += m.resident_bytes(s, e - s);
+            }
+        }
+        if stray == 0 || attempt + 1 == attempts {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    stray
+}
+
+/// The most pages the kernel puts in one page-cache folio of a file: PMD-sized (2 MiB at 4
+/// KiB pages). A folio lies at a file offset aligned to its size.
+const FOLIO_MAX_PAGES: u64 = 512;
+
+/// Make each adopted expert's slices droppable on their own: the kernel drops a folio only
+/// when a drop covers all of it, and a large folio (a copy leaves 64 KiB ones, a sequential
+/// read such as `cat` or a checksum 2 MiB ones) at a slice's first or last page also holds
+/// its neighbour's, so evicting either would leave the folio cached outside the budget.
+/// Drops the folio at each end of every slice ([`break_folio`]); per file, the blocks
+/// dropped (sorted, merged), whose adopted pages the caller reads again (the kernel's
+/// readahead for `MADV_WILLNEED` makes single pages). Gives up where a page will not go,
+/// or once the blocks exceed [`MAX_REREAD_SHARE`] of the slices seen: keeping experts
+/// mostly read again saves little and costs a drop per folio size tried.
+fn break_boundary_folios(
+    files: &[FileMapping],
+    layers: &[LayerSpec],
+    adopted: &[(u32, u32)],
+    page: u64,
+) -> Result<Vec<Vec<(u64, u64)>>, Unbroken> {
+    let mut broken = vec![Vec::new(); files.len()];
+    let (mut seen, mut dropped) = (0u64, 0u64);
+    for (n, &(layer, expert)) in adopted.iter().enumerate() {
+        let Some(l) = layers.iter().find(|l| l.layer == layer) else {
+            continue;
+        };
+        for slice in &l.slices {
+            let r = slice.range(u64::from(expert));
+            let m = &files[r.file as usize];
+            let (start, end) = outward(r.offset, r.len, page);
+            seen += end - start;
+            for p in [start, end - page] {
+                let Some(block) = break_folio(p, page, FOLIO_MAX_PAGES, |s, len| {
+                    m.evict(s, len);
+                    m.resident_bytes(p, page) == 0
+                }) else {
+                    return Err(Unbroken::PageStays {
+                        max_kib: (page * FOLIO_MAX_PAGES) >> 10,
+                    });
+                };
+                dropped += block.1 - block.0;
+                broken[r.file as usize].push(block);
+            }
+        }
+        if n + 1 >= MIN_EXPERTS_JUDGED && dropped as f64 > seen as f64 * MAX_REREAD_SHARE {
+            return Err(Unbroken::MostlyReadAgain {
+                experts: n + 1,
+                percent: dropped * 100 / seen.max(1),
+            });
+        }
+    }
+    for b in &mut broken {
+        merge(b);
+    }
+    Ok(broken)
+}
+
+/// Why [`break_boundary_folios`] gave up.
+#[derive(Debug, thiserror::Error)]
+enum Unbroken {
+    #[error("a page-cache folio larger than {max_kib} KiB, or a page still being read or written back, holds a cached expert")]
+    PageStays { max_kib: u64 },
+    #[error("large page-cache folios hold the cached experts (the first {experts} would be read again for {percent}% of their bytes)")]
+    MostlyReadAgain { experts: usize, percent: u64 },
+}
+
+/// The share of the kept experts' bytes that may be read again when their folios are
+/// broken: beyond it, keeping them saves too little of a read to be worth the drops.
+const MAX_REREAD_SHARE: f64 = 0.5;
+
+/// How many adopted experts [`break_boundary_folios`] breaks before it judges the share.
+const MIN_EXPERTS_JUDGED: usize = 16;
+
+/// The smallest block around page `p`, aligned to its size and of at most `max_pages`
+/// pages, whose drop takes `p` out of the page cache: `drop(start, len)` drops a block and
+/// says whether `p` is gone. A folio is aligned to its size, so the block is the folio
+/// holding `p` (or `p` alone, if it was not cached), at the cost of a drop per size tried.
+fn break_folio(
+    p: u64,
+    page: u64,
+    max_pages: u64,
+    mut drop: impl FnMut(u64, u64) -> bool,
+) -> Option<(u64, u64)> {
+    let mut size = page;
+    while size <= page * max_pages {
+        let start = p - p % size;
+        if drop(start, size) {
+            return Some((start, start + size));
+        }
+        size *= 2;
+    }
+    None
+}
+
+/// Sort ranges and merge those that overlap or touch.
+fn merge(ranges: &mut Vec<(u64, u64)>) {
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for &(s, e) in ranges.iter() {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    *ranges = merged;
+}
+
+/// The parts common to two sorted, disjoint lists of ranges.
+fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (s, e) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+        if s < e {
+            out.push((s, e));
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
 }
 
 /// Byte ranges `[start, end)` of each model file.
@@ -402,15 +597,7 @@ fn kept_ranges(
         }
     }
     for k in &mut kept {
-        k.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(k.len());
-        for &(s, e) in k.iter() {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        *k = merged;
+        merge(k);
     }
     kept
 }
@@ -499,6 +686,50 @@ mod tests {
         assert_eq!(cut_out(&[(0, 10), (20, 30)], &cut), [(0, 10), (20, 30)]);
         assert_eq!(cut_out(&[(5, 15)], &[]), [(5, 15)]);
         assert!(cut_out(&[(10, 40)], &[(0, 100)]).is_empty());
+    }
+
+    #[test]
+    fn overlap_keeps_what_both_lists_cover() {
+        let a = [(0, 10), (20, 30), (40, 50)];
+        assert_eq!(overlap(&a, &[(5, 25)]), [(5, 10), (20, 25)]);
+        assert_eq!(overlap(&a, &[(0, 100)]), a);
+        assert_eq!(overlap(&a, &[(10, 20), (30, 40)]), []);
+        assert_eq!(overlap(&[(5, 25)], &a), [(5, 10), (20, 25)]);
+        assert!(overlap(&[], &a).is_empty());
+    }
+
+    #[test]
+    fn break_folio_drops_the_aligned_block_that_holds_the_folio() {
+        // A fake page cache of 4 KiB pages: folios as (start, len); a drop takes the folios
+        // it covers whole.
+        let page = 4096;
+        let folios = vec![(0, 4096), (65536, 65536), (2 << 20, 2 << 20)];
+        let run = |p: u64, max_pages: u64| {
+            let mut cache = folios.clone();
+            let mut tried = Vec::new();
+            let block = break_folio(p, page, max_pages, |s, len| {
+                tried.push(len);
+                cache.retain(|&(fs, fl)| !(fs >= s && fs + fl <= s + len));
+                !cache.iter().any(|&(fs, fl)| fs <= p && p < fs + fl)
+            });
+            (block, tried)
+        };
+        assert_eq!(run(0, 512), (Some((0, 4096)), vec![4096]));
+        // The last page of a 64 KiB folio: blocks of 1, 2, ... 16 pages.
+        let (block, tried) = run(65536 + 61440, 512);
+        assert_eq!(block, Some((65536, 131072)));
+        assert_eq!(tried, [4096, 8192, 16384, 32768, 65536]);
+        // A page no folio holds goes at once; a 2 MiB folio needs 512 pages, not 256.
+        assert_eq!(run(8192, 512).0, Some((8192, 12288)));
+        assert_eq!(run((3 << 20) + 4096, 512).0, Some((2 << 20, 4 << 20)));
+        assert_eq!(run((3 << 20) + 4096, 256).0, None);
+    }
+
+    #[test]
+    fn merge_joins_overlapping_and_touching_ranges() {
+        let mut r = vec![(20, 30), (0, 10), (10, 15), (25, 40), (50, 60)];
+        merge(&mut r);
+        assert_eq!(r, [(0, 15), (20, 40), (50, 60)]);
     }
 
     #[test]
