@@ -340,8 +340,10 @@ fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
 /// just written) and go on. Without adopted experts the whole file is dropped (the
 /// non-expert bytes are read back right after, in exact ranges), as often as it takes; with
 /// them, the expert ranges but theirs a few times, and if pages stay, the folios at the
-/// ends of the adopted experts' slices are dropped whole ([`break_boundary_folios`]), the
-/// drop repeated (then of the whole file but theirs), and their adopted pages read again.
+/// ends of the adopted experts' slices are dropped whole ([`break_boundary_folios`]), then
+/// those that still hold dropped pages beside the bytes between tensors
+/// ([`break_stray_folios`]; the caller reads those bytes again), the drop repeated (at
+/// last of the whole file but theirs), and their adopted pages read again.
 fn drop_file_pages(
     files: &[FileMapping],
     sizes: &[u64],
@@ -366,21 +368,33 @@ fn drop_file_pages(
         }
         return Some(0);
     }
-    if drop_pages_but(files, ranges, ranges, &kept, 5) == 0 {
+    // Two attempts for reads still in flight: pages that stay after them are dirty (written
+    // back next) or in folios that straddle a kept expert (broken below).
+    if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
         return Some(0);
     }
     write_back(files);
-    if drop_pages_but(files, ranges, ranges, &kept, 5) == 0 {
+    if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
         return Some(0);
     }
     // Large folios straddle kept and dropped pages: break those at the kept slices' ends.
-    let broken = match break_boundary_folios(files, layers, adopted, page) {
+    let mut broken = match break_boundary_folios(files, layers, adopted, page) {
         Ok(broken) => broken,
         Err(why) => {
             tracing::info!("{why}: no cached expert is kept");
             return None;
         }
     };
+    // What stays is in folios shared with the bytes between tensors: break those too (the
+    // caller reads the non-expert bytes again), rather than drop the whole file.
+    if drop_pages_but(files, ranges, ranges, &kept, 1) > 0 {
+        if let Ok(more) = break_stray_folios(files, ranges, &kept, page) {
+            for (b, m) in broken.iter_mut().zip(more) {
+                b.extend(m);
+                merge(b);
+            }
+        }
+    }
     if drop_pages_but(files, ranges, ranges, &kept, 5) > 0
         && drop_pages_but(files, &whole, ranges, &kept, 5) > 0
     {
@@ -503,6 +517,43 @@ fn break_boundary_folios(
     }
     for b in &mut broken {
         merge(b);
+    }
+    Ok(broken)
+}
+
+/// Break the folios that hold the pages of `ranges` outside `kept` still cached
+/// ([`break_folio`] at each such page); per file, the blocks dropped, sorted and merged.
+fn break_stray_folios(
+    files: &[FileMapping],
+    ranges: &PerFile,
+    kept: &PerFile,
+    page: u64,
+) -> Result<Vec<Vec<(u64, u64)>>, Unbroken> {
+    let mut broken = vec![Vec::new(); files.len()];
+    for (f, m) in files.iter().enumerate() {
+        for (start, end) in cut_out(&ranges[f], &kept[f]) {
+            let (s, e) = inward(start, end - start, page);
+            if m.resident_bytes(s, e - s) == 0 {
+                continue;
+            }
+            let mut p = s;
+            while p < e {
+                if m.resident_bytes(p, page) > 0 {
+                    let block = break_folio(p, page, FOLIO_MAX_PAGES, |s, len| {
+                        m.evict(s, len);
+                        m.resident_bytes(p, page) == 0
+                    })
+                    .ok_or(Unbroken::PageStays {
+                        max_kib: (page * FOLIO_MAX_PAGES) >> 10,
+                    })?;
+                    broken[f].push(block);
+                    p = p.max(block.1);
+                } else {
+                    p += page;
+                }
+            }
+        }
+        merge(&mut broken[f]);
     }
     Ok(broken)
 }
