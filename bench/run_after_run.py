@@ -16,14 +16,14 @@ KIB KiB at a time (read past the page cache, synced), as a download tool writes 
 writes 16 KiB at a time; ext4 then caches the file in folios of that size); the timed run
 uses the copy (written beside the model, removed at the end).
 
-    python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --after-write 16 \
+    python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --after-write 16 \\
         --out validate/run-after-write-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 5 \\
         --out validate/run-after-run-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 5 --serve \\
         --out validate/restart-after-run-w1-8g.json
 """
-import argparse, json, mmap, os, statistics, subprocess, sys, tempfile, time
+import argparse, atexit, json, mmap, os, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from epmlib import Cgroup, disk_read_mb_s, drop_cache, machine, request_json, start_server, write_report  # noqa: E402
@@ -106,6 +106,9 @@ def main():
         ap.error("--after-write is for generate runs")
     copy = a.model + ".fresh-copy.gguf"
     model = copy if a.after_write else a.model
+    if a.after_write:
+        # The copy is as large as the model: removed however the script ends (bar a kill).
+        atexit.register(lambda: os.path.exists(copy) and os.unlink(copy))
     variants = {"kept": False, "dropped": True}
     rows, commands = [], {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,8 +153,6 @@ def main():
                 rows.append(row)
                 print(json.dumps({k: row[k] for k in ("variant", "run", "ttft_s", "total_s", "adopted",
                                                        "prompt_misses")}), file=sys.stderr, flush=True)
-    if a.after_write:
-        os.unlink(copy)
     med = {n: {k: statistics.median(r[k] for r in rows if r["variant"] == n) for k in ("ttft_s", "total_s")}
            for n in variants}
     what = ("a server restarted after another" if a.serve
