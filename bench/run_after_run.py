@@ -143,7 +143,9 @@ def main():
                 e = s["experts"]
                 row = {"variant": name, "run": run, "ttft_s": round(ttft, 2), "total_s": round(total, 2),
                        "text": text, "disk_mb_s_before": disk, "adopted": e["warm_start"]["adopted"],
-                       "adopted_bytes": e["warm_start"]["adopted_bytes"], "warmed": e["warm_start"]["experts"],
+                       "adopted_bytes": e["warm_start"]["adopted_bytes"],
+                       "adopted_reread_bytes": e["warm_start"].get("adopted_reread_bytes"),
+                       "warmed": e["warm_start"]["experts"],
                        "adopted_or_warmed_hits": e["warm_start"]["hits"],
                        "prompt_misses": e["prompt"]["misses"], "prompt_prefetch_hits": e["prompt"]["prefetch_hits"],
                        "prompt_cache_hits": e["prompt"]["cache_hits"], "decode_hit_rate": e["decode"]["cache_hit_rate"],
