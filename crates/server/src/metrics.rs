@@ -303,7 +303,7 @@ impl Collector for Scrape {
         counter(
             e,
             "epm_warm_start_adopted_experts",
-            "Experts an earlier run left in the page cache, kept as resident at start with no read.",
+            "Experts found in the page cache at start (left by an earlier run or a write of the file), kept as resident rather than read again.",
             n(x.warm_start.adopted),
         )?;
         counter(

@@ -106,8 +106,8 @@ pub struct PagerCounters {
     /// idle): experts and page-rounded bytes, and those routing then selected.
     pub warmed: Counter,
     pub warmed_bytes: Counter,
-    /// Experts an earlier run left in the page cache, counted resident at start with no
-    /// read, and their page-rounded bytes.
+    /// Experts the page cache held at start, counted resident rather than read again,
+    /// and their page-rounded bytes.
     pub adopted: Counter,
     pub adopted_bytes: Counter,
     /// Of the adopted bytes, those read again at start because large folios held them.

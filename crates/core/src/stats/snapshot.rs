@@ -250,8 +250,9 @@ pub struct WarmStartSection {
     pub bytes: u64,
     /// Of those and the adopted ones, experts routing selected before they were evicted.
     pub hits: u64,
-    /// Experts an earlier run of the model left in the page cache, counted resident at
-    /// start with no read (and dropped from the cache when they do not fit), and their
+    /// Experts the page cache held at start (an earlier run of the model or a write of the
+    /// file left them), counted resident rather than read again (but
+    /// `adopted_reread_bytes`; dropped from the cache when they do not fit), and their
     /// page-rounded bytes.
     #[serde(default)]
     pub adopted: u64,

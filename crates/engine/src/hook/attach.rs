@@ -486,34 +486,31 @@ fn break_boundary_folios(
 ) -> Result<Vec<Vec<(u64, u64)>>, Unbroken> {
     let mut broken = vec![Vec::new(); files.len()];
     let (mut seen, mut dropped) = (0u64, 0u64);
-    for (n, &(layer, expert)) in adopted.iter().enumerate() {
-        let Some(l) = layers.iter().find(|l| l.layer == layer) else {
-            continue;
-        };
-        for slice in &l.slices {
-            let r = slice.range(u64::from(expert));
-            let m = &files[r.file as usize];
-            let (start, end) = outward(r.offset, r.len, page);
-            seen += end - start;
-            for p in [start, end - page] {
-                let Some(block) = break_folio(p, page, FOLIO_MAX_PAGES, |s, len| {
-                    m.evict(s, len);
-                    m.resident_bytes(p, page) == 0
-                }) else {
-                    return Err(Unbroken::PageStays {
-                        max_kib: (page * FOLIO_MAX_PAGES) >> 10,
-                    });
-                };
-                dropped += block.1 - block.0;
-                broken[r.file as usize].push(block);
-            }
-        }
-        if n + 1 >= MIN_EXPERTS_JUDGED && dropped as f64 > seen as f64 * MAX_REREAD_SHARE {
+    // Judged once the first `experts` experts' slices are all broken, from the 16th on.
+    let judge = |experts: usize, seen: u64, dropped: u64| {
+        if experts >= MIN_EXPERTS_JUDGED && dropped as f64 > seen as f64 * MAX_REREAD_SHARE {
             return Err(Unbroken::MostlyReadAgain {
-                experts: n + 1,
+                experts,
                 percent: dropped * 100 / seen.max(1),
             });
         }
+        Ok(())
+    };
+    let mut last = None;
+    for (n, file, start, end) in adopted_slices(layers, adopted, page) {
+        if last.is_some_and(|l| n > l) {
+            judge(n, seen, dropped)?;
+        }
+        last = Some(n);
+        seen += end - start;
+        for p in [start, end - page] {
+            let block = break_folio_at(&files[file], p, page)?;
+            dropped += block.1 - block.0;
+            broken[file].push(block);
+        }
+    }
+    if let Some(l) = last {
+        judge(l + 1, seen, dropped)?;
     }
     for b in &mut broken {
         merge(b);
@@ -539,13 +536,7 @@ fn break_stray_folios(
             let mut p = s;
             while p < e {
                 if m.resident_bytes(p, page) > 0 {
-                    let block = break_folio(p, page, FOLIO_MAX_PAGES, |s, len| {
-                        m.evict(s, len);
-                        m.resident_bytes(p, page) == 0
-                    })
-                    .ok_or(Unbroken::PageStays {
-                        max_kib: (page * FOLIO_MAX_PAGES) >> 10,
-                    })?;
+                    let block = break_folio_at(m, p, page)?;
                     broken[f].push(block);
                     p = p.max(block.1);
                 } else {
@@ -558,7 +549,18 @@ fn break_stray_folios(
     Ok(broken)
 }
 
-/// Why [`break_boundary_folios`] gave up.
+/// [`break_folio`] in the page cache of `m`'s file.
+fn break_folio_at(m: &FileMapping, p: u64, page: u64) -> Result<(u64, u64), Unbroken> {
+    break_folio(p, page, FOLIO_MAX_PAGES, |start, len| {
+        m.evict(start, len);
+        m.resident_bytes(p, page) == 0
+    })
+    .ok_or(Unbroken::PageStays {
+        max_kib: (page * FOLIO_MAX_PAGES) >> 10,
+    })
+}
+
+/// Why [`break_boundary_folios`] or [`break_stray_folios`] gave up.
 #[derive(Debug, thiserror::Error)]
 enum Unbroken {
     #[error("a page-cache folio larger than {max_kib} KiB, or a page still being read or written back, holds a cached expert")]
@@ -638,19 +640,36 @@ fn kept_ranges(
     page: u64,
 ) -> Vec<Vec<(u64, u64)>> {
     let mut kept = vec![Vec::new(); n_files];
-    for &(layer, expert) in adopted {
-        let Some(l) = layers.iter().find(|l| l.layer == layer) else {
-            continue;
-        };
-        for s in &l.slices {
-            let r = s.range(u64::from(expert));
-            kept[r.file as usize].push(outward(r.offset, r.len, page));
-        }
+    for (_, file, start, end) in adopted_slices(layers, adopted, page) {
+        kept[file].push((start, end));
     }
     for k in &mut kept {
         merge(k);
     }
     kept
+}
+
+/// Each slice of the `adopted` experts, rounded outward to pages: (the expert's place in
+/// `adopted`, file, start, end).
+fn adopted_slices<'a>(
+    layers: &'a [LayerSpec],
+    adopted: &'a [(u32, u32)],
+    page: u64,
+) -> impl Iterator<Item = (usize, usize, u64, u64)> + 'a {
+    adopted
+        .iter()
+        .enumerate()
+        .filter_map(|(n, &(layer, expert))| {
+            let l = layers.iter().find(|l| l.layer == layer)?;
+            Some((n, l, expert))
+        })
+        .flat_map(move |(n, l, expert)| {
+            l.slices.iter().map(move |slice| {
+                let r = slice.range(u64::from(expert));
+                let (start, end) = outward(r.offset, r.len, page);
+                (n, r.file as usize, start, end)
+            })
+        })
 }
 
 /// The parts of `ranges` outside `cut` (sorted, disjoint).
