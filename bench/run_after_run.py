@@ -14,10 +14,14 @@ the same tokens come back in every run.
 With --after-write KIB, the earlier step is not a run but a fresh copy of the model written
 KIB KiB at a time (read past the page cache, synced), as a download tool writes it (curl
 writes 16 KiB at a time; ext4 then caches the file in folios of that size); the timed run
-uses the copy (written beside the model, removed at the end).
+uses the copy (written beside the model, removed at the end). With --then-read as well, the
+copy is then dropped from the page cache and read whole, as `cat` or a checksum reads it
+(readahead caches it in folios of up to 2 MiB), under the same cap.
 
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --after-write 16 \\
         --out validate/run-after-write-w1-8g.json
+    python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --after-write 1024 \\
+        --then-read --out validate/run-after-read-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 5 \\
         --out validate/run-after-run-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 5 --serve \\
@@ -61,6 +65,14 @@ def write_copy(src, dst, chunk):
         buf.close()
 
 
+def read_whole(path, chunk=1 << 20):
+    """Read `path` from the disk start to end, as `cat` does: its pages dropped first."""
+    drop_cache(path)
+    with open(path, "rb", buffering=0) as f:
+        while f.read(chunk):
+            pass
+
+
 def served(cg, earlier, cmd, tokens):
     """A server answers EARLIER and stops; another, started at once, answers TIMED the moment
     it is ready: (first token, reply, text, its stats)."""
@@ -100,10 +112,14 @@ def main():
     ap.add_argument("--serve", action="store_true", help="restart a server instead of running generate")
     ap.add_argument("--after-write", type=int, metavar="KIB",
                     help="the earlier step writes a fresh copy of the model KIB KiB at a time (generate only)")
+    ap.add_argument("--then-read", action="store_true",
+                    help="with --after-write: then drop the copy from the page cache and read it whole")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     if a.after_write and a.serve:
         ap.error("--after-write is for generate runs")
+    if a.then_read and not a.after_write:
+        ap.error("--then-read reads the copy --after-write makes")
     copy = a.model + ".fresh-copy.gguf"
     model = copy if a.after_write else a.model
     if a.after_write:
@@ -130,6 +146,8 @@ def main():
                         ttft, total, text, s = served(cg, earlier, cmd, a.tokens)
                     elif a.after_write:
                         write_copy(a.model, copy, a.after_write << 10)
+                        if a.then_read:
+                            read_whole(copy)
                         ttft, total, text = timed(cg.wrap(cmd))
                         with open(stats) as f:
                             s = json.load(f)
@@ -158,7 +176,8 @@ def main():
     med = {n: {k: statistics.median(r[k] for r in rows if r["variant"] == n) for k in ("ttft_s", "total_s")}
            for n in variants}
     what = ("a server restarted after another" if a.serve
-            else f"a generate run right after the model was written {a.after_write} KiB at a time" if a.after_write
+            else f"a generate run right after the model was written {a.after_write} KiB at a time"
+            + (", dropped from the page cache and read whole" if a.then_read else "") if a.after_write
             else "a generate run right after another")
     report = {"what": what + ": the experts the page cache holds kept against dropped",
               "command": "python3 bench/run_after_run.py " + " ".join(sys.argv[1:]),

@@ -87,6 +87,10 @@ pub fn page_size() -> usize {
         .unwrap_or(4096)
 }
 
+/// The most pages the kernel puts in one page-cache folio of a file: PMD-sized (2 MiB at 4
+/// KiB pages). A folio lies at a file offset aligned to its size.
+pub const FOLIO_MAX_PAGES: u64 = 512;
+
 /// Rounds `[offset, offset+len)` inward to whole pages: only pages that lie entirely in the
 /// range (and so belong to no neighbour) are returned.
 pub fn inward(offset: u64, len: u64, page: u64) -> (u64, u64) {

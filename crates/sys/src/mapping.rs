@@ -225,6 +225,32 @@ impl FileMapping {
         e > s && self.advise(s, e, MmapAdvise::MADV_PAGEOUT)
     }
 
+    /// Split the page-cache folio that holds the page at `offset`, if that page is cached,
+    /// into single pages, all still cached: a large folio (a sequential read or a write of
+    /// the file leaves them, up to 2 MiB) is only dropped whole, so one that straddles two
+    /// experts' slices keeps either cached when the other is evicted. The kernel splits a
+    /// large folio that `MADV_COLD` covers in part, when this process alone maps it; so
+    /// the page is mapped (`MADV_POPULATE_READ`, no read: it is cached), advised, and
+    /// unmapped again with the pages that fault-around mapped beside it (`MADV_DONTNEED`
+    /// on the largest folio's aligned block, which keeps them cached). The kernel reports
+    /// no failure to split (another process maps the folio, a kernel before 5.4): a drop
+    /// shows it. Returns whether the page was cached and the kernel took the advice.
+    pub fn split_folio(&self, offset: u64) -> bool {
+        let p = offset - offset % self.page;
+        if self.resident_bytes(p, self.page) == 0 {
+            return false;
+        }
+        let Some((addr, len)) = self.mapped(p, p + self.page).next() else {
+            return false;
+        };
+        let split = advise_mapped(addr, len, MmapAdvise::MADV_POPULATE_READ)
+            && advise_mapped(addr, len, MmapAdvise::MADV_COLD);
+        let block = self.page * crate::FOLIO_MAX_PAGES;
+        let start = p - p % block;
+        self.advise(start, start + block, MmapAdvise::MADV_DONTNEED);
+        split
+    }
+
     /// Whether [`FileMapping::any_cached`] sees pages whose read is still in flight: the
     /// kernel has `cachestat` (Linux 6.5) and lets this process call it.
     pub fn sees_reads_in_flight(&self) -> bool {
@@ -261,7 +287,7 @@ fn advise_mapped(addr: usize, len: usize, advice: MmapAdvise) -> bool {
     // SAFETY: `[addr, addr+len)` comes from `FileMapping::mapped`: page-aligned and inside
     // a shared read-only file mapping (invariant 1) that stays mapped while the
     // `FileMapping` lives (the contract of `FileMapping::find`). None of the advice used
-    // (RANDOM, WILLNEED, POPULATE_READ, DONTNEED, PAGEOUT, HUGEPAGE) can change the bytes
+    // (RANDOM, WILLNEED, POPULATE_READ, DONTNEED, PAGEOUT, HUGEPAGE, COLD) can change the bytes
     // a reader sees there: dropped pages fault back in from the file.
     unsafe { madvise(ptr, len, advice) }.is_ok()
 }
@@ -395,6 +421,45 @@ mod tests {
         });
         // Exact: nothing outside the range was read.
         assert_eq!(m.resident_bytes(0, 8 << 20), len);
+    }
+
+    #[test]
+    fn split_folio_lets_a_drop_take_part_of_a_large_folio_and_keeps_the_rest() {
+        let len = 32u64 << 20;
+        let map = TestMap::new(len as usize);
+        let m = map.find();
+        drop_all_pages(&m, len);
+        // Read as `cat` or a checksum does: readahead then caches the file in large folios
+        // (up to 2 MiB, on ext4 since Linux 6.x).
+        let mut file = std::fs::File::open(&map.path).unwrap();
+        std::io::copy(&mut file, &mut std::io::sink()).unwrap();
+        let (at, mib) = (16u64 << 20, 1u64 << 20);
+        assert_eq!(m.resident_bytes(at, 2 * mib), 2 * mib);
+        m.evict(at, mib);
+        let large = m.resident_bytes(at, mib) > 0;
+        if !large {
+            eprintln!(
+                "no large page-cache folio here: split_folio is checked on single pages only"
+            );
+        }
+        assert!(m.split_folio(at + mib));
+        m.evict(at, mib);
+        assert_eq!(
+            m.resident_bytes(at, mib),
+            0,
+            "the split folio's first half stayed"
+        );
+        assert_eq!(
+            m.resident_bytes(at + mib, mib),
+            mib,
+            "its second half was dropped"
+        );
+        // Nothing mapped is left behind: the page is cached, not in this process's RSS.
+        assert!(
+            !m.split_folio(at),
+            "an uncached page is not read in to be split"
+        );
+        assert_eq!(m.resident_bytes(at, mib), 0);
     }
 
     #[test]

@@ -110,7 +110,8 @@ pub struct PagerCounters {
     /// and their page-rounded bytes.
     pub adopted: Counter,
     pub adopted_bytes: Counter,
-    /// Of the adopted bytes, those read again at start because large folios held them.
+    /// Of the adopted bytes, those read again at start because large folios held them
+    /// that the kernel would not split.
     pub adopted_reread_bytes: Counter,
     /// Warmed or adopted experts that routing then selected.
     pub warm_hits: Counter,

@@ -259,8 +259,9 @@ pub struct WarmStartSection {
     #[serde(default)]
     pub adopted_bytes: u64,
     /// Of those bytes, the ones read again at start: where large page-cache folios (a copy,
-    /// a download written in small chunks) held the adopted experts, the folios at their
-    /// ends are dropped whole so that each can later be evicted alone, and read again.
+    /// a download, a sequential read) held the adopted experts and the kernel would not
+    /// split those at their ends, they are dropped whole so that each expert can later be
+    /// evicted alone, and read again.
     #[serde(default)]
     pub adopted_reread_bytes: u64,
 }

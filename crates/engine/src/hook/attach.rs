@@ -14,7 +14,9 @@ use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
 use epm_sys::cgroup::MemoryCgroup;
 use epm_sys::fs::UncachedWriter;
-use epm_sys::{inward, outward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe};
+use epm_sys::{
+    inward, outward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe, FOLIO_MAX_PAGES,
+};
 
 use super::{publish_loan, Active, CapWatch, ExpectedTensor, Predictor};
 use crate::error::EngineError;
@@ -340,7 +342,9 @@ fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
 /// just written) and go on. Without adopted experts the whole file is dropped (the
 /// non-expert bytes are read back right after, in exact ranges), as often as it takes; with
 /// them, the expert ranges but theirs a few times, and if pages stay, the folios at the
-/// ends of the adopted experts' slices are dropped whole ([`break_boundary_folios`]), then
+/// ends of the adopted experts' slices and of the expert ranges are split into single
+/// pages ([`split_boundary_folios`]) and the drop repeated. Where the kernel would not
+/// split them, they are dropped whole instead ([`break_boundary_folios`]), then
 /// those that still hold dropped pages beside the bytes between tensors
 /// ([`break_stray_folios`]; the caller reads those bytes again), the drop repeated (at
 /// last of the whole file but theirs), and their adopted pages read again.
@@ -377,7 +381,17 @@ fn drop_file_pages(
     if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
         return Some(0);
     }
-    // Large folios straddle kept and dropped pages: break those at the kept slices' ends.
+    // Large folios straddle kept and dropped pages: split those at the kept slices' ends
+    // and at the expert ranges' ends into single pages, all still cached.
+    split_boundary_folios(files, ranges, layers, adopted, page);
+    if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
+        tracing::info!(
+            "large page-cache folios held the cached experts: those at their ends were split, so that each expert can be evicted alone"
+        );
+        return Some(0);
+    }
+    // Not split (another process maps them, or the kernel would not): break those at the
+    // kept slices' ends, and read their kept pages again.
     let mut broken = match break_boundary_folios(files, layers, adopted, page) {
         Ok(broken) => broken,
         Err(why) => {
@@ -465,14 +479,40 @@ fn drop_pages_but(
     stray
 }
 
-/// The most pages the kernel puts in one page-cache folio of a file: PMD-sized (2 MiB at 4
-/// KiB pages). A folio lies at a file offset aligned to its size.
-const FOLIO_MAX_PAGES: u64 = 512;
+/// Split the large page-cache folios that may straddle two neighbours of which one is
+/// kept and the other dropped, or both kept: those at the first and last page of every
+/// adopted expert's slice and of every expert range (beside the bytes between tensors).
+/// A folio lies wholly inside a slice or holds one of its ends, so afterwards each adopted
+/// expert can be evicted alone, and a drop of the others leaves no page but the kept
+/// ones, with nothing read again ([`FileMapping::split_folio`]: the caller's drop shows
+/// whether the kernel split them).
+fn split_boundary_folios(
+    files: &[FileMapping],
+    ranges: &PerFile,
+    layers: &[LayerSpec],
+    adopted: &[(u32, u32)],
+    page: u64,
+) {
+    let slices =
+        adopted_slices(layers, adopted, page).map(|(_, file, start, end)| (file, start, end));
+    let expert_ranges = ranges
+        .iter()
+        .enumerate()
+        .flat_map(|(file, r)| r.iter().map(move |&(start, end)| (file, start, end)));
+    for (file, start, end) in slices.chain(expert_ranges) {
+        let (s, e) = outward(start, end - start, page);
+        files[file].split_folio(s);
+        if e - page > s {
+            files[file].split_folio(e - page);
+        }
+    }
+}
 
-/// Make each adopted expert's slices droppable on their own: the kernel drops a folio only
-/// when a drop covers all of it, and a large folio (a copy leaves 64 KiB ones, a sequential
-/// read such as `cat` or a checksum 2 MiB ones) at a slice's first or last page also holds
-/// its neighbour's, so evicting either would leave the folio cached outside the budget.
+/// Make each adopted expert's slices droppable on their own where the kernel would not
+/// split their folios ([`split_boundary_folios`]): the kernel drops a folio only when a
+/// drop covers all of it, and a large folio (a copy leaves 64 KiB ones, a sequential read
+/// such as `cat` or a checksum 2 MiB ones) at a slice's first or last page also holds its
+/// neighbour's, so evicting either would leave the folio cached outside the budget.
 /// Drops the folio at each end of every slice ([`break_folio`]); per file, the blocks
 /// dropped (sorted, merged), whose adopted pages the caller reads again (the kernel's
 /// readahead for `MADV_WILLNEED` makes single pages). Gives up where a page will not go,
@@ -563,7 +603,7 @@ fn break_folio_at(m: &FileMapping, p: u64, page: u64) -> Result<(u64, u64), Unbr
 /// Why [`break_boundary_folios`] or [`break_stray_folios`] gave up.
 #[derive(Debug, thiserror::Error)]
 enum Unbroken {
-    #[error("a page-cache folio larger than {max_kib} KiB, or a page still being read or written back, holds a cached expert")]
+    #[error("a page-cache folio larger than {max_kib} KiB, a page still being read or written back, or a page another process maps, holds a cached expert")]
     PageStays { max_kib: u64 },
     #[error("large page-cache folios hold the cached experts (the first {experts} would be read again for {percent}% of their bytes)")]
     MostlyReadAgain { experts: usize, percent: u64 },
