@@ -233,8 +233,9 @@ impl FileMapping {
     /// the page is mapped (`MADV_POPULATE_READ`, no read: it is cached), advised, and
     /// unmapped again with the pages that fault-around mapped beside it (`MADV_DONTNEED`
     /// on the largest folio's aligned block, which keeps them cached). The kernel reports
-    /// no failure to split (another process maps the folio, a kernel before 5.4): a drop
-    /// shows it. Returns whether the page was cached and the kernel took the advice.
+    /// no failure to split (another process maps the folio): a drop shows it. Returns
+    /// whether the page was cached and the kernel took the advice (both exist since Linux
+    /// 5.14; ext4 caches files in large folios since 6.16).
     pub fn split_folio(&self, offset: u64) -> bool {
         let p = offset - offset % self.page;
         if self.resident_bytes(p, self.page) == 0 {

@@ -501,6 +501,9 @@ fn split_boundary_folios(
         .flat_map(|(file, r)| r.iter().map(move |&(start, end)| (file, start, end)));
     for (file, start, end) in slices.chain(expert_ranges) {
         let (s, e) = outward(start, end - start, page);
+        if e <= s {
+            continue;
+        }
         files[file].split_folio(s);
         if e - page > s {
             files[file].split_folio(e - page);
