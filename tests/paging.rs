@@ -648,20 +648,19 @@ fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
             f.write_all(chunk).unwrap();
         }
     }
-    let (logits, fresh) = generate(
-        &written,
-        dir.path(),
-        "written",
-        &["--ram-budget-mb", &min],
-        "24",
-    );
-    assert!(logits == ref_logits, "logits differ after a fresh write");
-    let w = &fresh.experts.warm_start;
-    assert!(w.adopted > 0 && w.hits > 0, "{w:?}");
-    assert_eq!(w.adopted_reread_bytes, 0, "{w:?}");
-    assert!(fresh.experts.evictions > 0);
-    assert_eq!(fresh.experts.stray_cache_bytes_at_exit, 0);
-    assert!(fresh.memory.peak_rss_bytes <= min_mb * MIB);
+    // A run of the copy at the minimum budget: the reference's logits, the cached experts
+    // kept with nothing read again, evictions, and no stray cache at exit.
+    let kept_as_cached = |tag: &str| {
+        let (logits, s) = generate(&written, dir.path(), tag, &["--ram-budget-mb", &min], "24");
+        assert!(logits == ref_logits, "{tag}: logits differ");
+        let w = &s.experts.warm_start;
+        assert!(w.adopted > 0 && w.hits > 0, "{tag}: {w:?}");
+        assert_eq!(w.adopted_reread_bytes, 0, "{tag}: {w:?}");
+        assert!(s.experts.evictions > 0, "{tag}");
+        assert_eq!(s.experts.stray_cache_bytes_at_exit, 0, "{tag}");
+        assert!(s.memory.peak_rss_bytes <= min_mb * MIB, "{tag}");
+    };
+    kept_as_cached("written");
 
     // The same file read whole from the disk, as `cat` or a checksum reads a download:
     // readahead caches it in folios of up to 2 MiB, each holding several experts' slices.
@@ -669,21 +668,5 @@ fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
     epm_sys::cache::drop_file_cache(&written).unwrap();
     let mut file = std::fs::File::open(&written).unwrap();
     std::io::copy(&mut file, &mut std::io::sink()).unwrap();
-    let (logits, read) = generate(
-        &written,
-        dir.path(),
-        "read",
-        &["--ram-budget-mb", &min],
-        "24",
-    );
-    assert!(
-        logits == ref_logits,
-        "logits differ after a sequential read"
-    );
-    let w = &read.experts.warm_start;
-    assert!(w.adopted > 0 && w.hits > 0, "{w:?}");
-    assert_eq!(w.adopted_reread_bytes, 0, "{w:?}");
-    assert!(read.experts.evictions > 0);
-    assert_eq!(read.experts.stray_cache_bytes_at_exit, 0);
-    assert!(read.memory.peak_rss_bytes <= min_mb * MIB);
+    kept_as_cached("read");
 }

@@ -4,7 +4,7 @@
 //! `/proc/self/maps`. Its constructor is `unsafe` and states the one contract that makes
 //! every method safe: the mapping stays mapped, unchanged, for as long as the view lives.
 //! Given that, advice that cannot change what memory holds (`MADV_RANDOM`,
-//! `MADV_WILLNEED`) is always sound, and dropping pages ([`FileMapping::evict`]) is sound
+//! `MADV_WILLNEED`, `MADV_COLD`) is always sound, and dropping pages ([`FileMapping::evict`]) is sound
 //! because the constructor proves each VMA is a shared, read-only mapping of a regular
 //! file, where dropped pages fault back in from the file with the same bytes.
 
