@@ -4,9 +4,10 @@
 //! `/proc/self/maps`. Its constructor is `unsafe` and states the one contract that makes
 //! every method safe: the mapping stays mapped, unchanged, for as long as the view lives.
 //! Given that, advice that cannot change what memory holds (`MADV_RANDOM`,
-//! `MADV_WILLNEED`, `MADV_COLD`) is always sound, and dropping pages ([`FileMapping::evict`]) is sound
-//! because the constructor proves each VMA is a shared, read-only mapping of a regular
-//! file, where dropped pages fault back in from the file with the same bytes.
+//! `MADV_WILLNEED`, `MADV_COLD`) is always sound, and dropping pages
+//! ([`FileMapping::evict`]) is sound because the constructor proves each VMA is a shared,
+//! read-only mapping of a regular file, where dropped pages fault back in from the file
+//! with the same bytes.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -288,8 +289,8 @@ fn advise_mapped(addr: usize, len: usize, advice: MmapAdvise) -> bool {
     // SAFETY: `[addr, addr+len)` comes from `FileMapping::mapped`: page-aligned and inside
     // a shared read-only file mapping (invariant 1) that stays mapped while the
     // `FileMapping` lives (the contract of `FileMapping::find`). None of the advice used
-    // (RANDOM, WILLNEED, POPULATE_READ, DONTNEED, PAGEOUT, HUGEPAGE, COLD) can change the bytes
-    // a reader sees there: dropped pages fault back in from the file.
+    // (RANDOM, WILLNEED, POPULATE_READ, DONTNEED, PAGEOUT, HUGEPAGE, COLD) can change the
+    // bytes a reader sees there: dropped pages fault back in from the file.
     unsafe { madvise(ptr, len, advice) }.is_ok()
 }
 
@@ -455,7 +456,11 @@ mod tests {
             mib,
             "its second half was dropped"
         );
-        // Nothing mapped is left behind: the page is cached, not in this process's RSS.
+        // The page mapped to split a folio is unmapped again (the kernel unmaps a file folio
+        // it splits, but not a single page): cached, not in the RSS.
+        assert!(m.split_folio(at + mib));
+        assert_eq!(crate::proc::mapping_rss(&map.path), 0);
+        // An uncached page is left alone: mapping it would read it in.
         assert!(
             !m.split_folio(at),
             "an uncached page is not read in to be split"
