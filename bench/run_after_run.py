@@ -30,7 +30,8 @@ copy is then dropped from the page cache and read whole, as `cat` or a checksum 
 import argparse, atexit, json, mmap, os, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import Cgroup, disk_read_mb_s, drop_cache, machine, request_json, start_server, write_report  # noqa: E402
+from epmlib import (Cgroup, disk_read_mb_s, drop_cache, machine, read_through_cache, request_json,  # noqa: E402
+                    start_server, write_report)
 from warm_start import chat_stream, serve_cmd  # noqa: E402
 
 EARLIER = "Tell me about the rivers of France and where they flow."
@@ -63,14 +64,6 @@ def write_copy(src, dst, chunk):
     finally:
         os.close(fd)
         buf.close()
-
-
-def read_whole(path, chunk=1 << 20):
-    """Read `path` from the disk start to end, as `cat` does: its pages dropped first."""
-    drop_cache(path)
-    with open(path, "rb", buffering=0) as f:
-        while f.read(chunk):
-            pass
 
 
 def served(cg, earlier, cmd, tokens):
@@ -147,7 +140,8 @@ def main():
                     elif a.after_write:
                         write_copy(a.model, copy, a.after_write << 10)
                         if a.then_read:
-                            read_whole(copy)
+                            drop_cache(copy)
+                            read_through_cache(copy, chunk=1 << 20)
                         ttft, total, text = timed(cg.wrap(cmd))
                         with open(stats) as f:
                             s = json.load(f)
@@ -175,10 +169,14 @@ def main():
                                                        "prompt_misses")}), file=sys.stderr, flush=True)
     med = {n: {k: statistics.median(r[k] for r in rows if r["variant"] == n) for k in ("ttft_s", "total_s")}
            for n in variants}
-    what = ("a server restarted after another" if a.serve
-            else f"a generate run right after the model was written {a.after_write} KiB at a time"
-            + (", dropped from the page cache and read whole" if a.then_read else "") if a.after_write
-            else "a generate run right after another")
+    if a.serve:
+        what = "a server restarted after another"
+    elif a.after_write:
+        what = f"a generate run right after the model was written {a.after_write} KiB at a time"
+        if a.then_read:
+            what += ", dropped from the page cache and read whole"
+    else:
+        what = "a generate run right after another"
     report = {"what": what + ": the experts the page cache holds kept against dropped",
               "command": "python3 bench/run_after_run.py " + " ".join(sys.argv[1:]),
               "timed_commands": commands, "earlier_prompt": None if a.after_write else EARLIER, "machine": machine(),

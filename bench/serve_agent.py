@@ -15,7 +15,7 @@ and cached tokens, and decode speed; the later requests should skip the shared p
 import argparse, http.client, json, os, re, signal, statistics, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import disk_read_mb_s, drop_cache, machine, request_json, start_server  # noqa: E402
+from epmlib import disk_read_mb_s, drop_cache, machine, read_through_cache, request_json, start_server  # noqa: E402
 
 WORDS = ("the repository holds a Rust workspace with crates for parsing, planning, paging and serving; "
          "tests run with cargo; tools live under tools and benchmarks under bench; "
@@ -84,9 +84,7 @@ def main():
     drop_cache(a.model)
     disk_before = disk_read_mb_s(a.model)
     if a.unpaged_warm:
-        with open(a.model, "rb") as f:
-            while f.read(64 << 20):
-                pass
+        read_through_cache(a.model, chunk=64 << 20)
         memory = ["--no-pager"]
     else:
         memory = ["--ram-budget-mb", str(a.budget_mb)]

@@ -19,7 +19,8 @@ texts must equal the first build's at the same K.
 import argparse, json, os, signal, statistics, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from epmlib import Cgroup, disk_read_mb_s, disk_steady, drop_cache, machine, request_json, start_server  # noqa: E402
+from epmlib import (Cgroup, disk_read_mb_s, disk_steady, drop_cache, machine, read_through_cache,  # noqa: E402
+                    request_json, start_server)
 
 PROMPTS = [
     "The history of the river valley begins with",
@@ -29,16 +30,9 @@ PROMPTS = [
 ]
 
 
-def warm(path):
-    """Read a file through the page cache (a warm start for unpaged runs)."""
-    with open(path, "rb") as f:
-        while f.read(1 << 24):
-            pass
-
-
 def one(a, exe, label, k, tmp, rep):
     if a.unpaged:
-        warm(a.model)
+        read_through_cache(a.model)
     else:
         drop_cache(a.model)
     disk_before = disk_read_mb_s(a.model)

@@ -109,6 +109,14 @@ def drop_cache(path):
         os.close(fd)
 
 
+def read_through_cache(path, chunk=16 << 20):
+    """Read a file start to end through the page cache, as `cat` does (a warm start for
+    unpaged runs; readahead caches what it reads from the disk in large folios)."""
+    with open(path, "rb", buffering=0) as f:
+        while f.read(chunk):
+            pass
+
+
 def disk_read_mb_s(path, mib=64):
     """The disk's read speed now, in MB/s: `mib` MiB of `path` read with O_DIRECT (past the
     page cache, which it leaves alone) from an offset that moves from call to call; None
