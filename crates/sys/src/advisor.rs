@@ -251,7 +251,8 @@ impl OsAdvisor {
         self.redrop.len()
     }
 
-    /// Drop every range of `redrop` again; keep those the page cache still holds.
+    /// Drop every range of `redrop` again ([`evict_again`]); keep those the page cache still
+    /// holds.
     fn retry_redrops(&mut self) {
         if self.redrop.is_empty() {
             return;
@@ -261,9 +262,7 @@ impl OsAdvisor {
         while i < self.redrop.len() {
             let r = self.redrop[i];
             let m = &self.files[r.file as usize];
-            m.evict(r.offset, r.len);
-            self.counters.redrops.fetch_add(1, Ordering::Relaxed);
-            if m.any_cached(r.offset, r.len) {
+            if !evict_again(m, r, &self.counters) {
                 i += 1;
             } else {
                 self.redrop.swap_remove(i);
@@ -312,6 +311,24 @@ impl MakeCall for OsCalls {
             }
         }
     }
+}
+
+/// Drop a range again that an eviction left partly cached, counting the attempt; whether
+/// none of it is cached now. Pages whose read was in flight are gone once it lands. Pages
+/// that stay after that are held by a large folio that also holds a neighbour's pages,
+/// cached before the run by a read or a write of the file where the pager kept the page
+/// cache it found (every expert fits the budget): the kernel drops a folio only whole, so
+/// the folios at the range's ends are split ([`FileMapping::split_folio`], which leaves a
+/// page still being read alone) and the range is dropped once more.
+pub(crate) fn evict_again(m: &FileMapping, r: FileRange, counters: &IoCounters) -> bool {
+    m.evict(r.offset, r.len);
+    counters.redrops.fetch_add(1, Ordering::Relaxed);
+    let (s, e) = inward(r.offset, r.len, m.page());
+    if e > s && m.any_cached(s, e - s) && (m.split_folio(s) | m.split_folio(e - m.page())) {
+        counters.folio_splits.fetch_add(1, Ordering::Relaxed);
+        m.evict(r.offset, r.len);
+    }
+    !m.any_cached(r.offset, r.len)
 }
 
 pub(crate) fn overlaps(r: &FileRange, file: u32, start: u64, end: u64) -> bool {
@@ -501,6 +518,54 @@ mod tests {
             counters.late_evictions.load(Ordering::Relaxed),
             counters.redrops.load(Ordering::Relaxed)
         );
+    }
+
+    #[test]
+    fn a_redrop_splits_a_large_folio_that_an_evicted_range_shares_with_a_neighbour() {
+        let len = 32u64 << 20;
+        let map = TestMap::new(len as usize);
+        let m = map.find();
+        drop_all_pages(&m, len);
+        // A file read whole (as `cat` does) is cached in large folios; where every expert
+        // fits the budget, the pager keeps them.
+        let mut file = std::fs::File::open(&map.path).unwrap();
+        std::io::copy(&mut file, &mut std::io::sink()).unwrap();
+        let mib = 1u64 << 20;
+        let counters = Arc::new(IoCounters::default());
+        let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone());
+        // An expert in the first half of a 2 MiB block, its neighbour in the second half.
+        let (expert, neighbour) = (16 * mib, 17 * mib);
+        let r = FileRange {
+            file: 0,
+            offset: expert,
+            len: mib,
+        };
+        assert!(advisor.evict(r) > 0);
+        let late = advisor.pending_redrops() > 0;
+        if !late {
+            eprintln!(
+                "note: no large page-cache folio here; the eviction dropped the range at once"
+            );
+        }
+        advisor.flush();
+        assert_eq!(advisor.pending_redrops(), 0, "the range stays listed");
+        let m = &advisor.files[0];
+        assert_eq!(
+            m.resident_bytes(expert, mib),
+            0,
+            "the evicted range stayed cached"
+        );
+        assert_eq!(
+            m.resident_bytes(neighbour, mib),
+            mib,
+            "the neighbour's pages were dropped with it"
+        );
+        assert_eq!(
+            counters.folio_splits.load(Ordering::Relaxed) > 0,
+            late,
+            "a late eviction here is a large folio, and only a split drops it"
+        );
+        drop(advisor);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use epm_core::pager::FileRange;
 use epm_core::stats::IoCounters;
 
-use crate::advisor::{add_elapsed, overlaps, remove_span};
+use crate::advisor::{add_elapsed, evict_again, overlaps, remove_span};
 use crate::mapping::FileMapping;
 
 /// Ranges queued at once; a full queue makes the caller act inline.
@@ -312,9 +312,7 @@ fn retry_evictions<'a>(sh: &'a Shared, mut st: MutexGuard<'a, State>) -> MutexGu
     for (r, ok) in ranges[..n].iter().zip(clean.iter_mut()) {
         let m = &sh.files[r.file as usize];
         let t = Instant::now();
-        m.evict(r.offset, r.len);
-        sh.counters.redrops.fetch_add(1, Ordering::Relaxed);
-        *ok = !m.any_cached(r.offset, r.len);
+        *ok = evict_again(m, *r, &sh.counters);
         add_elapsed(&sh.counters.worker_evict_ns, t);
     }
     let mut st = sh.lock();

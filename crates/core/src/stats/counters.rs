@@ -152,6 +152,9 @@ pub struct IoCounters {
     /// I/O, which the kernel skips), and the drops repeated until it held none.
     pub late_evictions: AtomicU64,
     pub redrops: AtomicU64,
+    /// Re-drops that found a range held by large page-cache folios shared with a
+    /// neighbour, and split them (`FileMapping::evict_again`).
+    pub folio_splits: AtomicU64,
     /// Late evictions that found the re-drop list full and were left cached.
     pub redrop_overflows: AtomicU64,
     /// Speculative reads advised by the readahead thread, its time in `MADV_WILLNEED`, and

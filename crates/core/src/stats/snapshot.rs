@@ -335,6 +335,11 @@ pub struct IoSection {
     pub late_evictions: u64,
     pub redrops: u64,
     pub redrop_overflows: u64,
+    /// Re-drops that found their range held by large page-cache folios shared with a
+    /// neighbour (cached before the run, where every expert fits the budget and the pager
+    /// kept the page cache it found) and split those folios so that the drop could take it.
+    #[serde(default)]
+    pub folio_splits: u64,
     /// Speculative reads advised by the readahead thread, its wall time in `MADV_WILLNEED`
     /// (microseconds), and queued reads cancelled before it got to them.
     pub ahead_reads: u64,
@@ -582,6 +587,7 @@ impl RunStats {
                 late_evictions: IoCounters::get(&io.late_evictions),
                 redrops: IoCounters::get(&io.redrops),
                 redrop_overflows: IoCounters::get(&io.redrop_overflows),
+                folio_splits: IoCounters::get(&io.folio_splits),
                 ahead_reads: IoCounters::get(&io.ahead_reads),
                 ahead_will_need_us: us(&io.ahead_will_need_ns),
                 ahead_cancelled: IoCounters::get(&io.ahead_cancelled),
