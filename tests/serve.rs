@@ -1246,7 +1246,8 @@ fn lru_with_more_sessions_than_the_cache_holds_is_warned_about() {
 /// then finds them resident (warm hits), answers with the same tokens and logprobs as the
 /// cold run, stays within budget, and leaves no stray cache (nor more of the token table
 /// cached than it read). `--no-warm-start` reads
-/// nothing; a heat file that is not one is said and replaced at the end.
+/// nothing; a heat file that is not one is said and replaced at the end. Where more of the
+/// model is cached at start than the budget holds, the experts kept are the hottest.
 #[test]
 fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     let _serial = serial();
@@ -1367,6 +1368,57 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     assert_same_reply(&s.chat(&body), &cold);
     assert!(s.stop().success());
     assert_eq!(stats(&stats_path).experts.stray_cache_bytes_at_exit, 0);
+
+    // Read whole (a checksum, an upstream run): more of the model is cached than the budget
+    // holds, and the experts kept are those past runs selected most, not the first by
+    // number.
+    epm_sys::cache::drop_file_cache(&model).unwrap();
+    std::io::copy(
+        &mut std::fs::File::open(&model).unwrap(),
+        &mut std::io::sink(),
+    )
+    .unwrap();
+    let past = std::fs::read(&files[0]).unwrap();
+    let mut s = Server::start(&model, &args(&[]));
+    let adopted = live_stats(&s).experts.warm_start.adopted as usize;
+    let snap: Value = ureq::get(&s.url("/pager/residency"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    let layers: Vec<u32> = serde_json::from_value(snap["layers"].clone()).unwrap();
+    let n_expert = snap["n_expert"].as_u64().unwrap() as u32;
+    use base64::Engine as _;
+    let resident = base64::engine::general_purpose::STANDARD
+        .decode(snap["resident"].as_str().unwrap())
+        .unwrap();
+    let slots = layers.len() * n_expert as usize;
+    assert!(adopted > 0 && adopted < slots, "{adopted} of {slots}");
+    let hot = epm_core::heat::ExpertHeat::decode(&past, &layers, n_expert)
+        .unwrap()
+        .hottest();
+    let is_resident = |&(layer, expert): &(u32, u32)| {
+        let l = layers.iter().position(|&x| x == layer).unwrap();
+        let slot = l * n_expert as usize + expert as usize;
+        resident[slot / 8] & (1 << (slot % 8)) != 0
+    };
+    let hottest = &hot[..adopted.min(hot.len())];
+    let missing: Vec<_> = hottest.iter().filter(|e| !is_resident(e)).collect();
+    assert!(
+        missing.is_empty(),
+        "of the {} hottest, not kept: {missing:?}",
+        hottest.len()
+    );
+    assert_same_reply(&s.chat(&body), &cold);
+    assert!(s.stop().success());
+    let st = stats(&stats_path);
+    assert_eq!(st.experts.stray_cache_bytes_at_exit, 0);
+    assert!(
+        st.memory.peak_rss_bytes <= st.budget_bytes,
+        "{:?}",
+        st.memory
+    );
+
     epm_sys::cache::drop_file_cache(&model).unwrap();
     let mut s = Server::start(&model, &args(&[]));
     wait_for("the warm start", Duration::from_secs(30), || {

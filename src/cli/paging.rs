@@ -173,6 +173,7 @@ impl PagingArgs {
             },
             trace_file: self.trace_file.clone(),
             keep_page_cache: !self.no_warm_start,
+            keep_first: Vec::new(),
         }
     }
 }

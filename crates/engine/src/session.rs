@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
 
+use epm_core::heat::ExpertHeat;
 use epm_core::pager::Phase;
 use epm_core::prefix::{self, PromptSplit, SeqCache};
 use epm_core::prompt_store::SavedFile;
@@ -509,12 +510,13 @@ impl<'e> Session<'e> {
         Ok(())
     }
 
-    /// Read the experts past runs selected most (their heat in the file at `path`) into the
-    /// expert cache's free room while idle ([`Session::warm_step`]), and keep this run's
-    /// selections there for the next ([`Session::save_heat`]). Nothing for an unpaged run.
-    pub fn warm_start_from(&mut self, path: std::path::PathBuf) {
+    /// Read the experts past runs selected most (`past`, their heat in the file at `path`:
+    /// [`crate::warm::past_heat`]) into the expert cache's free room while idle
+    /// ([`Session::warm_step`]), and keep this run's selections there for the next
+    /// ([`Session::save_heat`]). Nothing for an unpaged run.
+    pub fn warm_start_from(&mut self, path: std::path::PathBuf, past: ExpertHeat) {
         if self.engine.paged() {
-            self.warm = WarmStart::open(path, self.engine.stats());
+            self.warm = WarmStart::open(path, past, self.engine.stats());
         }
     }
 

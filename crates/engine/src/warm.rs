@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use epm_core::heat::ExpertHeat;
+use epm_core::model::ModelIndex;
 use epm_core::pager::{FileRange, Warmed};
 use epm_core::stats::RunStats;
 use epm_sys::outward;
@@ -35,6 +36,29 @@ pub fn heat_file(dir: &Path, identity: &ModelIdentity) -> PathBuf {
     ))
 }
 
+/// The heat that past runs of the model `index` left at `path` ([`heat_file`]): none yet,
+/// or a file that cannot be read, is no heat (said, and the run goes on; the file is
+/// replaced at the end).
+pub fn past_heat(path: &Path, index: &ModelIndex) -> ExpertHeat {
+    let layers: Vec<u32> = index.layers.iter().map(|l| l.layer).collect();
+    match std::fs::read(path) {
+        Ok(bytes) => ExpertHeat::decode(&bytes, &layers, index.n_expert).unwrap_or_else(|e| {
+            tracing::warn!(
+                "{}: {e}; starting without a warm start (the file is replaced at the end)",
+                path.display()
+            );
+            ExpertHeat::empty(&layers, index.n_expert)
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            ExpertHeat::empty(&layers, index.n_expert)
+        }
+        Err(e) => {
+            tracing::warn!("{}: {e}; starting without a warm start", path.display());
+            ExpertHeat::empty(&layers, index.n_expert)
+        }
+    }
+}
+
 /// A warm start in progress, and the heat it came from.
 pub(crate) struct WarmStart {
     path: PathBuf,
@@ -51,28 +75,11 @@ pub(crate) struct WarmStart {
 }
 
 impl WarmStart {
-    /// The warm start of a paged run whose pager counts `stats.pager`, from the heat file
-    /// at `path` (none yet, or one that cannot be read, is no heat: said, and the run goes
-    /// on). `None` for a run without a pager.
-    pub(crate) fn open(path: PathBuf, stats: &RunStats) -> Option<WarmStart> {
-        let layers: Vec<u32> = stats.pager.layers.iter().map(|l| l.layer).collect();
-        let n_expert = stats.pager.layers.first()?.selections.len() as u32;
-        let past = match std::fs::read(&path) {
-            Ok(bytes) => ExpertHeat::decode(&bytes, &layers, n_expert).unwrap_or_else(|e| {
-                tracing::warn!(
-                    "{}: {e}; starting without a warm start (the file is replaced at the end)",
-                    path.display()
-                );
-                ExpertHeat::empty(&layers, n_expert)
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                ExpertHeat::empty(&layers, n_expert)
-            }
-            Err(e) => {
-                tracing::warn!("{}: {e}; starting without a warm start", path.display());
-                ExpertHeat::empty(&layers, n_expert)
-            }
-        };
+    /// The warm start of a paged run whose pager counts `stats.pager`, from the heat `past`
+    /// read from `path` ([`past_heat`]; saved there again at the end). `None` for a run
+    /// without a pager.
+    pub(crate) fn open(path: PathBuf, past: ExpertHeat, stats: &RunStats) -> Option<WarmStart> {
+        stats.pager.layers.first()?;
         let order = past.hottest();
         Some(WarmStart {
             path,

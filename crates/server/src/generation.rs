@@ -631,7 +631,18 @@ pub(crate) fn engine_main(
             return;
         }
     };
-    let engine = match Engine::load(opts.index, opts.engine, opts.stats.clone(), None) {
+    // Read before the load: where more of the model is cached than the budget holds, the
+    // experts kept are those past runs selected most.
+    let heat = opts.heat_dir.as_ref().map(|dir| {
+        let path = epm_engine::warm::heat_file(dir, &identity);
+        let past = epm_engine::warm::past_heat(&path, &opts.index);
+        (path, past)
+    });
+    let mut engine_opts = opts.engine;
+    if let Some((_, past)) = &heat {
+        engine_opts.paging.keep_first = past.hottest();
+    }
+    let engine = match Engine::load(opts.index, engine_opts, opts.stats.clone(), None) {
         Ok(e) => Arc::new(e),
         Err(e) => {
             let _ = loaded.send(Err(e));
@@ -652,8 +663,8 @@ pub(crate) fn engine_main(
             return;
         }
     };
-    if let Some(dir) = &opts.heat_dir {
-        session.warm_start_from(epm_engine::warm::heat_file(dir, &identity));
+    if let Some((path, past)) = heat {
+        session.warm_start_from(path, past);
     }
     let store = opts
         .prompt_store

@@ -174,31 +174,43 @@ pub fn expert_span(offset: u64, len: u64, page: u64) -> u64 {
 
 /// The experts to adopt at start from a page cache that an earlier run of the model left
 /// ([`Pager::adopt`]): those whose every slice's whole pages are cached (`cached` says, for
-/// a range, whether the page cache holds every page wholly inside it), taken one expert
-/// number at a time across the layers (expert 0 of every layer, then expert 1, ...) so that
-/// no layer is favoured, while their page-rounded costs fit in `budget`.
+/// a range, whether the page cache holds every page wholly inside it), while their
+/// page-rounded costs fit in `budget`. Taken first in the order of `first` (the experts past
+/// runs selected most, hottest first: `heat::ExpertHeat::hottest`), then one expert number
+/// at a time across the layers (expert 0 of every layer, then expert 1, ...) so that no
+/// layer is favoured; each at most once, and an entry of `first` that names no expert of
+/// `layers` is skipped.
 pub fn cached_experts(
     layers: &[LayerSpec],
     n_expert: u32,
     page: u64,
     budget: u64,
+    first: &[(u32, u32)],
     mut cached: impl FnMut(FileRange) -> bool,
 ) -> Vec<(u32, u32)> {
     let page = page.max(1);
+    let by_number = (0..n_expert).flat_map(|e| layers.iter().map(move |l| (l.layer, e)));
+    let mut seen = vec![false; layers.len() * n_expert as usize];
     let mut taken = Vec::new();
     let mut bytes = 0;
-    for e in 0..n_expert {
-        for l in layers {
-            if !l.slices.iter().all(|s| cached(s.range(u64::from(e)))) {
-                continue;
-            }
-            let cost = l.expert_cost(u64::from(e), page);
-            if bytes + cost > budget {
-                return taken;
-            }
-            bytes += cost;
-            taken.push((l.layer, e));
+    for (layer, e) in first.iter().copied().chain(by_number) {
+        let Some(li) = layers.iter().position(|l| l.layer == layer) else {
+            continue;
+        };
+        if e >= n_expert || std::mem::replace(&mut seen[li * n_expert as usize + e as usize], true)
+        {
+            continue;
         }
+        let l = &layers[li];
+        if !l.slices.iter().all(|s| cached(s.range(u64::from(e)))) {
+            continue;
+        }
+        let cost = l.expert_cost(u64::from(e), page);
+        if bytes + cost > budget {
+            return taken;
+        }
+        bytes += cost;
+        taken.push((layer, e));
     }
     taken
 }

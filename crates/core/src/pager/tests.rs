@@ -684,8 +684,8 @@ fn adopted_experts_are_held_with_no_read_and_go_first_until_selected() {
     }
 }
 
-/// Only experts whose every slice is wholly cached are adopted, an expert number at a time
-/// across the layers, while they fit in the budget.
+/// Only experts whose every slice is wholly cached are adopted, the given hottest first, then
+/// an expert number at a time across the layers, while they fit in the budget.
 #[test]
 fn cached_experts_are_taken_across_layers_within_the_budget() {
     let layers: Vec<LayerSpec> = (0..3)
@@ -702,17 +702,25 @@ fn cached_experts_are_taken_across_layers_within_the_budget() {
         .collect();
     // Cached: every expert but expert 1's slice in file 1 of layer 2.
     let cached = |r: FileRange| !(r.file == 1 && r.offset == u64::from(N_EXPERT) * EXPERT + EXPERT);
-    let all = cached_experts(&layers, N_EXPERT, PAGE, u64::MAX, cached);
+    let all = cached_experts(&layers, N_EXPERT, PAGE, u64::MAX, &[], cached);
     assert_eq!(all.len(), 3 * N_EXPERT as usize - 1);
     assert!(!all.contains(&(2, 1)));
     // Two slices per expert: a budget of 5 slices holds two experts.
-    let some = cached_experts(&layers, N_EXPERT, PAGE, 5 * EXPERT, cached);
+    let some = cached_experts(&layers, N_EXPERT, PAGE, 5 * EXPERT, &[], cached);
     assert_eq!(some, [(0, 0), (2, 0)]);
-    let some = cached_experts(&layers, N_EXPERT, PAGE, 8 * EXPERT, cached);
+    let some = cached_experts(&layers, N_EXPERT, PAGE, 8 * EXPERT, &[], cached);
     assert_eq!(
         some,
         [(0, 0), (2, 0), (4, 0), (0, 1)],
         "layer 2's expert 1 is skipped"
     );
-    assert!(cached_experts(&layers, N_EXPERT, PAGE, EXPERT, cached).is_empty());
+    assert!(cached_experts(&layers, N_EXPERT, PAGE, EXPERT, &[], cached).is_empty());
+    // The hottest of past runs first, in their order; then by number. Layer 2's expert 1 is
+    // not wholly cached, (1, 0) names no MoE layer, (0, N_EXPERT) no expert, and a repeat is
+    // taken once.
+    let hot = [(4, 3), (2, 1), (1, 0), (0, N_EXPERT), (0, 2), (4, 3)];
+    let some = cached_experts(&layers, N_EXPERT, PAGE, 8 * EXPERT, &hot, cached);
+    assert_eq!(some, [(4, 3), (0, 2), (0, 0), (2, 0)]);
+    let all_first = cached_experts(&layers, N_EXPERT, PAGE, u64::MAX, &hot, cached);
+    assert_eq!(all_first.len(), all.len(), "each expert is taken once");
 }

@@ -70,6 +70,10 @@ pub struct PagingOptions {
     /// (an earlier run of the model left them), as many as the expert budget holds, rather
     /// than dropping them and reading them again.
     pub keep_page_cache: bool,
+    /// When more of them is cached than the budget holds, the experts to keep first, in
+    /// order: those past runs selected most (the warm start's heat, `crate::warm`); the
+    /// rest by expert number.
+    pub keep_first: Vec<(u32, u32)>,
 }
 
 impl Default for PagingOptions {
@@ -88,6 +92,7 @@ impl Default for PagingOptions {
             prompt_eviction: PromptEviction::default(),
             trace_file: None,
             keep_page_cache: true,
+            keep_first: Vec::new(),
         }
     }
 }
@@ -168,10 +173,17 @@ pub(crate) fn attach(
     let mut adopted = Vec::new();
     if !every_expert_fits {
         if opts.keep_page_cache {
-            adopted = cached_experts(&layers, index.n_expert, page, expert_budget, |r| {
-                let (s, e) = inward(r.offset, r.len, page);
-                files[r.file as usize].resident_bytes(s, e - s) == e - s
-            });
+            adopted = cached_experts(
+                &layers,
+                index.n_expert,
+                page,
+                expert_budget,
+                &opts.keep_first,
+                |r| {
+                    let (s, e) = inward(r.offset, r.len, page);
+                    files[r.file as usize].resident_bytes(s, e - s) == e - s
+                },
+            );
         }
         match drop_file_pages(&files, &index.file_sizes, &expert_ranges, &layers, &adopted) {
             Some(reread) => stats.pager.adopted_reread_bytes.add(reread),
@@ -253,9 +265,14 @@ pub(crate) fn attach(
     }
     if !adopted.is_empty() {
         tracing::info!(
-            "{} experts ({} MiB) found in the page cache are kept, {} MiB of them read again",
+            "{} experts ({} MiB) found in the page cache are kept{}, {} MiB of them read again",
             stats.pager.adopted.get(),
             stats.pager.adopted_bytes.get() >> 20,
+            if opts.keep_first.is_empty() {
+                ""
+            } else {
+                " (those past runs selected most first)"
+            },
             stats.pager.adopted_reread_bytes.get() >> 20
         );
     }
