@@ -1270,6 +1270,18 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
         a.extend_from_slice(extra);
         a
     };
+    // A server stopped: no stray cache, within budget; its stats.
+    let stop_clean = |mut s: Server| {
+        assert!(s.stop().success());
+        let st = stats(&stats_path);
+        assert_eq!(st.experts.stray_cache_bytes_at_exit, 0);
+        assert!(
+            st.memory.peak_rss_bytes <= st.budget_bytes,
+            "{:?}",
+            st.memory
+        );
+        st
+    };
     let body = json!({"messages": messages("Be brief.", "Name three rivers of Europe."),
         "max_tokens": 12, "temperature": 0, "logprobs": true, "top_logprobs": 2});
     let heat_files = || -> Vec<PathBuf> {
@@ -1317,14 +1329,7 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     );
     assert!(w.bytes > 0);
     assert!(st.experts.prompt.cache_hits > 0, "{:?}", st.experts.prompt);
-    assert!(s.stop().success());
-    let st = stats(&stats_path);
-    assert_eq!(st.experts.stray_cache_bytes_at_exit, 0);
-    assert!(
-        st.memory.peak_rss_bytes <= st.budget_bytes,
-        "{:?}",
-        st.memory
-    );
+    let st = stop_clean(s);
     // The token table's loan holds in a server too: no more of it cached than was read.
     // (The model watcher's header checksum, every 2 s, read a readahead window into a
     // small model's token table; `epm_sys::fs::read_head`'s test holds that fix.)
@@ -1366,8 +1371,7 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
         adopted as f64
     );
     assert_same_reply(&s.chat(&body), &cold);
-    assert!(s.stop().success());
-    assert_eq!(stats(&stats_path).experts.stray_cache_bytes_at_exit, 0);
+    stop_clean(s);
 
     // Read whole (a checksum, an upstream run): more of the model is cached than the budget
     // holds, and the experts kept are those past runs selected most, not the first by
@@ -1410,14 +1414,7 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
         hottest.len()
     );
     assert_same_reply(&s.chat(&body), &cold);
-    assert!(s.stop().success());
-    let st = stats(&stats_path);
-    assert_eq!(st.experts.stray_cache_bytes_at_exit, 0);
-    assert!(
-        st.memory.peak_rss_bytes <= st.budget_bytes,
-        "{:?}",
-        st.memory
-    );
+    stop_clean(s);
 
     epm_sys::cache::drop_file_cache(&model).unwrap();
     let mut s = Server::start(&model, &args(&[]));

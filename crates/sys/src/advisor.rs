@@ -522,14 +522,9 @@ mod tests {
 
     #[test]
     fn a_redrop_splits_a_large_folio_that_an_evicted_range_shares_with_a_neighbour() {
-        let len = 32u64 << 20;
-        let map = TestMap::new(len as usize);
-        let m = map.find();
-        drop_all_pages(&m, len);
-        // A file read whole (as `cat` does) is cached in large folios; where every expert
-        // fits the budget, the pager keeps them.
-        let mut file = std::fs::File::open(&map.path).unwrap();
-        std::io::copy(&mut file, &mut std::io::sink()).unwrap();
+        // A file read whole is cached in large folios; where every expert fits the budget,
+        // the pager keeps them.
+        let (_map, m) = read_whole(32 << 20);
         let mib = 1u64 << 20;
         let counters = Arc::new(IoCounters::default());
         let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone());

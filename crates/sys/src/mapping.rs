@@ -359,6 +359,18 @@ pub(crate) mod test_support {
         }
     }
 
+    /// A mapping of a fresh file of `len` bytes, dropped from the page cache and then read
+    /// whole as `cat` or a checksum reads it: readahead caches it in large folios (up to 2
+    /// MiB, on ext4 since Linux 6.x) where the kernel makes them.
+    pub fn read_whole(len: u64) -> (TestMap, FileMapping) {
+        let map = TestMap::new(len as usize);
+        let m = map.find();
+        drop_all_pages(&m, len);
+        let mut file = File::open(&map.path).unwrap();
+        std::io::copy(&mut file, &mut std::io::sink()).unwrap();
+        (map, m)
+    }
+
     /// Evict `[0, len)` until mincore finds none of it cached (earlier reads may be in flight).
     pub fn drop_all_pages(m: &FileMapping, len: u64) {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -427,14 +439,7 @@ mod tests {
 
     #[test]
     fn split_folio_lets_a_drop_take_part_of_a_large_folio_and_keeps_the_rest() {
-        let len = 32u64 << 20;
-        let map = TestMap::new(len as usize);
-        let m = map.find();
-        drop_all_pages(&m, len);
-        // Read as `cat` or a checksum does: readahead then caches the file in large folios
-        // (up to 2 MiB, on ext4 since Linux 6.x).
-        let mut file = std::fs::File::open(&map.path).unwrap();
-        std::io::copy(&mut file, &mut std::io::sink()).unwrap();
+        let (map, m) = read_whole(32 << 20);
         let (at, mib) = (16u64 << 20, 1u64 << 20);
         assert_eq!(m.resident_bytes(at, 2 * mib), 2 * mib);
         m.evict(at, mib);

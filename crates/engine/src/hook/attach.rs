@@ -358,9 +358,9 @@ fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
 /// are clean; if pages stay, wait for the file's dirty pages to be written back (a file
 /// just written) and go on. Without adopted experts the whole file is dropped (the
 /// non-expert bytes are read back right after, in exact ranges), as often as it takes; with
-/// them, the expert ranges but theirs a few times, and if pages stay, the folios at the
-/// ends of the adopted experts' slices and of the expert ranges are split into single
-/// pages ([`split_boundary_folios`]) and the drop repeated. Where the kernel would not
+/// them, the expert ranges but theirs a few times, and if pages stay, the dirty pages are
+/// written back, the folios at the ends of the adopted experts' slices and of the expert
+/// ranges are split into single pages ([`split_boundary_folios`]) and the drop repeated. Where the kernel would not
 /// split them, they are dropped whole instead ([`break_boundary_folios`]), then
 /// those that still hold dropped pages beside the bytes between tensors
 /// ([`break_stray_folios`]; the caller reads those bytes again), the drop repeated (at
@@ -390,16 +390,15 @@ fn drop_file_pages(
         return Some(0);
     }
     // Two attempts for reads still in flight: pages that stay after them are dirty (written
-    // back next) or in folios that straddle a kept expert (broken below).
+    // back next) or in folios that straddle a kept expert (split below).
     if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
         return Some(0);
     }
     write_back(files);
-    if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
-        return Some(0);
-    }
     // Large folios straddle kept and dropped pages: split those at the kept slices' ends
-    // and at the expert ranges' ends into single pages, all still cached.
+    // and at the expert ranges' ends into single pages, all still cached. (Not first
+    // another drop after the write-back: a file just written is cached in large folios
+    // too, and on W1 each pass over the ranges costs about 0.2 s.)
     split_boundary_folios(files, ranges, layers, adopted, page);
     if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
         tracing::info!(
