@@ -315,16 +315,18 @@ impl MakeCall for OsCalls {
 
 /// Drop a range again that an eviction left partly cached, counting the attempt; whether
 /// none of it is cached now. Pages whose read was in flight are gone once it lands. Pages
-/// that stay after that are held by a large folio that also holds a neighbour's pages,
-/// cached before the run by a read or a write of the file where the pager kept the page
-/// cache it found (every expert fits the budget): the kernel drops a folio only whole, so
-/// the folios at the range's ends are split ([`FileMapping::split_folio`], which leaves a
-/// page still being read alone) and the range is dropped once more.
+/// already read that stay (mincore counts only those) are held by a large folio that also
+/// holds a neighbour's pages, cached before the run by a read or a write of the file where
+/// the pager kept the page cache it found (every expert fits the budget): the kernel drops
+/// a folio only whole, so the folios at the range's ends are split
+/// ([`FileMapping::split_folio`], which leaves a page still being read alone) and the
+/// range is dropped once more. A range whose only cached pages are still being read (a
+/// wrong guess evicted early, the usual late eviction) costs no more than the mincore.
 pub(crate) fn evict_again(m: &FileMapping, r: FileRange, counters: &IoCounters) -> bool {
     m.evict(r.offset, r.len);
     counters.redrops.fetch_add(1, Ordering::Relaxed);
     let (s, e) = inward(r.offset, r.len, m.page());
-    if e > s && m.any_cached(s, e - s) && (m.split_folio(s) | m.split_folio(e - m.page())) {
+    if e > s && m.resident_bytes(s, e - s) > 0 && (m.split_folio(s) | m.split_folio(e - m.page())) {
         counters.folio_splits.fetch_add(1, Ordering::Relaxed);
         m.evict(r.offset, r.len);
     }

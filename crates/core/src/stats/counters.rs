@@ -153,7 +153,7 @@ pub struct IoCounters {
     pub late_evictions: AtomicU64,
     pub redrops: AtomicU64,
     /// Re-drops that found a range held by large page-cache folios shared with a
-    /// neighbour, and split them (`FileMapping::evict_again`).
+    /// neighbour, and split them (`epm_sys`'s `advisor::evict_again`).
     pub folio_splits: AtomicU64,
     /// Late evictions that found the re-drop list full and were left cached.
     pub redrop_overflows: AtomicU64,

@@ -360,8 +360,9 @@ fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
 /// non-expert bytes are read back right after, in exact ranges), as often as it takes; with
 /// them, the expert ranges but theirs a few times, and if pages stay, the dirty pages are
 /// written back, the folios at the ends of the adopted experts' slices and of the expert
-/// ranges are split into single pages ([`split_boundary_folios`]) and the drop repeated. Where the kernel would not
-/// split them, they are dropped whole instead ([`break_boundary_folios`]), then
+/// ranges are split into single pages ([`split_boundary_folios`]) and the drop repeated.
+/// Where the kernel would not split them, they are dropped whole instead
+/// ([`break_boundary_folios`]), then
 /// those that still hold dropped pages beside the bytes between tensors
 /// ([`break_stray_folios`]; the caller reads those bytes again), the drop repeated (at
 /// last of the whole file but theirs), and their adopted pages read again.
@@ -396,8 +397,8 @@ fn drop_file_pages(
     }
     write_back(files);
     // Large folios straddle kept and dropped pages: split those at the kept slices' ends
-    // and at the expert ranges' ends into single pages, all still cached. (Not first
-    // another drop after the write-back: a file just written is cached in large folios
+    // and at the expert ranges' ends into single pages, all still cached. (No drop pass
+    // between the write-back and the split: a file just written is cached in large folios
     // too, and on W1 each pass over the ranges costs about 0.2 s.)
     split_boundary_folios(files, ranges, layers, adopted, page);
     if drop_pages_but(files, ranges, ranges, &kept, 2) == 0 {
