@@ -1311,7 +1311,7 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     // The next, after the page cache lost the model (a reboot; a run left in the cache
     // would be kept, `paging.rs`), reads it in while idle, and its first request finds it.
     epm_sys::cache::drop_file_cache(&model).unwrap();
-    let mut s = Server::start(&model, &args(&[]));
+    let s = Server::start(&model, &args(&[]));
     wait_for("the warm start", Duration::from_secs(30), || {
         live_stats(&s).experts.warm_start.experts > 0
     });
@@ -1363,7 +1363,7 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     );
     // Restarted at once, while the page cache still holds what the killed one read: kept.
     s.kill();
-    let mut s = Server::start(&model, &args(&[]));
+    let s = Server::start(&model, &args(&[]));
     let adopted = live_stats(&s).experts.warm_start.adopted;
     assert!(adopted > 0);
     assert_eq!(
@@ -1383,7 +1383,7 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     )
     .unwrap();
     let past = std::fs::read(&files[0]).unwrap();
-    let mut s = Server::start(&model, &args(&[]));
+    let s = Server::start(&model, &args(&[]));
     let adopted = live_stats(&s).experts.warm_start.adopted as usize;
     let snap: Value = ureq::get(&s.url("/pager/residency"))
         .call()
