@@ -665,8 +665,6 @@ fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
     // The same file read whole from the disk, as `cat` or a checksum reads a download:
     // readahead caches it in folios of up to 2 MiB, each holding several experts' slices.
     // Split likewise: kept, nothing read again, nothing left cached outside the budget.
-    epm_sys::cache::drop_file_cache(&written).unwrap();
-    let mut file = std::fs::File::open(&written).unwrap();
-    std::io::copy(&mut file, &mut std::io::sink()).unwrap();
+    read_whole(&written);
     kept_as_cached("read");
 }

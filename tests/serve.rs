@@ -1376,12 +1376,7 @@ fn a_restarted_server_warms_its_expert_cache_with_what_the_last_run_selected() {
     // Read whole (a checksum, an upstream run): more of the model is cached than the budget
     // holds, and the experts kept are those past runs selected most, not the first by
     // number.
-    epm_sys::cache::drop_file_cache(&model).unwrap();
-    std::io::copy(
-        &mut std::fs::File::open(&model).unwrap(),
-        &mut std::io::sink(),
-    )
-    .unwrap();
+    read_whole(&model);
     let past = std::fs::read(&files[0]).unwrap();
     let s = Server::start(&model, &args(&[]));
     let adopted = live_stats(&s).experts.warm_start.adopted as usize;

@@ -39,6 +39,13 @@ pub enum PagerMode {
     On { budget_bytes: u64 },
 }
 
+impl PagerMode {
+    /// Whether experts are paged (a dense model is not, whatever the mode: `Engine::paged`).
+    pub fn pages(self) -> bool {
+        matches!(self, PagerMode::On { .. })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
     pub mode: PagerMode,
@@ -179,7 +186,7 @@ impl Engine {
 
     /// Whether sessions page experts.
     pub fn paged(&self) -> bool {
-        matches!(self.opts.mode, PagerMode::On { .. }) && self.index.is_moe()
+        self.opts.mode.pages() && self.index.is_moe()
     }
 
     /// Start a session: create the llama.cpp context, measure what it costs, and attach the

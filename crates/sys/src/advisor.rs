@@ -562,7 +562,6 @@ mod tests {
             late,
             "a late eviction here is a large folio, and only a split drops it"
         );
-        drop(advisor);
     }
 
     #[test]

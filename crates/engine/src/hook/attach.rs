@@ -362,10 +362,9 @@ fn watch_cap(budgets: &Budgets, stats: &RunStats) -> Option<CapWatch> {
 /// written back, the folios at the ends of the adopted experts' slices and of the expert
 /// ranges are split into single pages ([`split_boundary_folios`]) and the drop repeated.
 /// Where the kernel would not split them, they are dropped whole instead
-/// ([`break_boundary_folios`]), then
-/// those that still hold dropped pages beside the bytes between tensors
-/// ([`break_stray_folios`]; the caller reads those bytes again), the drop repeated (at
-/// last of the whole file but theirs), and their adopted pages read again.
+/// ([`break_boundary_folios`]), then those that still hold dropped pages beside the bytes
+/// between tensors ([`break_stray_folios`]; the caller reads those bytes again), the drop
+/// repeated (at last of the whole file but theirs), and their adopted pages read again.
 fn drop_file_pages(
     files: &[FileMapping],
     sizes: &[u64],
