@@ -1210,11 +1210,12 @@ fn a_model_truncated_under_a_running_request_ends_the_server_with_its_message_an
     assert!(!snap.complete && snap.tokens.generated > 0);
 }
 
-/// LRU with several sessions at a budget whose expert cache cannot hold one decode step's
-/// selections is warned about at start (it would evict what the next step needs first);
-/// the same flags with room for a step, or the default policy, start without a warning.
+/// LRU evicting its coldest expert, with several sessions at a budget whose expert cache
+/// cannot hold one decode step's selections, is warned about at start (it would evict what
+/// the next step needs first); the same flags with room for a step, LRU evicting by next
+/// use (the default), or the default policy start without a warning.
 #[test]
-fn lru_with_more_sessions_than_the_cache_holds_is_warned_about() {
+fn lru_coldest_with_more_sessions_than_the_cache_holds_is_warned_about() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = mini(dir.path());
@@ -1226,15 +1227,21 @@ fn lru_with_more_sessions_than_the_cache_holds_is_warned_about() {
         let mut s = Server::start(&model, &args);
         assert!(s.stop().success());
         let log = s.stderr.lock().unwrap().clone();
-        log.contains("--cache-policy lru: one decode step of 4 sequence(s)")
+        log.contains("--cache-policy lru --evict-by coldest: one decode step of 4 sequence(s)")
     };
     assert!(warned(&[
         "--cache-policy",
         "lru",
+        "--evict-by",
+        "coldest",
         "--ram-budget-mb",
         &small
     ]));
     assert!(!warned(&["--ram-budget-mb", &small]), "the default policy");
+    assert!(
+        !warned(&["--cache-policy", "lru", "--ram-budget-mb", &small]),
+        "LRU evicting by next use"
+    );
     assert!(
         !warned(&["--cache-policy", "lru", "--ram-budget-mb", "4096"]),
         "every expert fits"

@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 
 use epm_core::diagnose;
 use epm_core::model::ModelIndex;
-use epm_core::pager::CachePolicy;
+use epm_core::pager::{CachePolicy, EvictBy};
 use epm_core::plan::{make_plan, reuse_auto_ubatch_max, step_selection_bound_bytes, Plan};
 use epm_core::prefix::PromptCuts;
 use epm_core::stats::{PagerCounters, RunStats};
@@ -162,14 +162,17 @@ impl ModelRunArgs {
             mode,
             paging: self.paging.options(threads.decode, cores),
         };
-        if let (Some(cache), CachePolicy::Lru) = (expert_budget, engine.paging.cache_policy) {
+        let (policy, evict_by) = (engine.paging.cache_policy, engine.paging.evict_by);
+        if let (Some(cache), CachePolicy::Lru, EvictBy::Coldest) = (expert_budget, policy, evict_by)
+        {
             let step = step_selection_bound_bytes(&index, n_seq);
             if step > cache {
                 tracing::warn!(
-                    "--cache-policy lru: one decode step of {n_seq} sequence(s) can select {} MiB \
-                     of experts, more than the {} MiB expert cache; LRU then evicts what the next \
-                     step needs first and few selections hit (lfu-decay, the default, keeps the \
-                     frequently selected ones)",
+                    "--cache-policy lru --evict-by coldest: one decode step of {n_seq} \
+                     sequence(s) can select {} MiB of experts, more than the {} MiB expert \
+                     cache; LRU's coldest is then what the next step needs first and few \
+                     selections hit (--evict-by next-use, the default, evicts the layers just \
+                     routed first)",
                     step >> 20,
                     cache >> 20
                 );

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use epm_core::pager::{CachePolicy, PromptEviction};
+use epm_core::pager::{CachePolicy, EvictBy, PromptEviction};
 use epm_core::predict::PredictReads;
 use epm_engine::{PagingOptions, Prediction};
 use epm_sys::Prefetch;
@@ -81,6 +81,12 @@ pub struct PagingArgs {
     /// ubatch) or `policy` (the --cache-policy order, as in decode).
     #[arg(long, value_enum, default_value_t = PromptEvictionArg::Cyclic)]
     prompt_eviction: PromptEvictionArg,
+    /// Which expert the --cache-policy order evicts: `next-use` (the one whose next
+    /// selection is expected last: the steps until its layer routes again, plus the steps
+    /// its policy expects it to go unselected) or `coldest` (the policy's coldest, whatever
+    /// its layer).
+    #[arg(long, value_enum, default_value_t = EvictByArg::NextUse)]
+    evict_by: EvictByArg,
     /// Write the routing trace (selected experts per token and layer) here; see README.
     #[arg(long)]
     pub trace_file: Option<PathBuf>,
@@ -110,6 +116,12 @@ pub enum PredictReadsArg {
 pub enum PromptEvictionArg {
     Cyclic,
     Policy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EvictByArg {
+    NextUse,
+    Coldest,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -170,6 +182,10 @@ impl PagingArgs {
             prompt_eviction: match self.prompt_eviction {
                 PromptEvictionArg::Cyclic => PromptEviction::Cyclic,
                 PromptEvictionArg::Policy => PromptEviction::Policy,
+            },
+            evict_by: match self.evict_by {
+                EvictByArg::NextUse => EvictBy::NextUse,
+                EvictByArg::Coldest => EvictBy::Coldest,
             },
             trace_file: self.trace_file.clone(),
             keep_page_cache: !self.no_warm_start,

@@ -42,8 +42,9 @@ pub struct SimArgs {
     top_k: Option<u32>,
     /// Policies, comma-separated (default: all of these, with lfu-decay-0.99 and
     /// lfu-decay-0.9): lru, lfu, lfu-decay (the pager's default), lfu-decay-D (any decay D
-    /// per token, e.g. lfu-decay-0.97), arc, 2q, per-layer-lru, per-layer-lfu,
-    /// lru+predicted, belady, static-top.
+    /// per token, e.g. lfu-decay-0.97), all evicting by next use as the pager does;
+    /// lru-coldest, lfu-decay-coldest (`--evict-by coldest`); arc, 2q, per-layer-lru,
+    /// per-layer-lfu, lru+predicted, belady, static-top.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<PolicyKind>,
     /// Accuracy of the simulated predictor that `lru+predicted` uses.
@@ -125,12 +126,26 @@ pub fn run(a: SimArgs) -> Result<()> {
         print!(" {:>14}", p.name());
     }
     println!();
+    let mut over = false;
     for r in &rows {
         print!("{:>10.0} {:>8}", r.capacity_mib, r.capacity_experts);
         for p in &policies {
-            print!(" {:>14.3}", r.policies[&p.name()].hit_rate);
+            let result = &r.policies[&p.name()];
+            let mark = if result.peak_decode_resident_bytes > r.capacity_bytes {
+                over = true;
+                "*"
+            } else {
+                " "
+            };
+            print!(" {:>13.3}{mark}", result.hit_rate);
         }
         println!();
+    }
+    if over {
+        println!(
+            "* held more than the capacity after some decode routing (a layer selecting more \
+             than its quota): not comparable with the others"
+        );
     }
     let report = Report {
         what: "decode cache hit rates of expert-cache policies, replaying routing traces".into(),

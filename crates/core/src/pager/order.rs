@@ -320,6 +320,99 @@ impl Order {
         None
     }
 
+    /// Steps of the clock that slot `s` is expected to go unselected once its layer
+    /// routes, at `clock`: `(1 - r) / r` for a selection rate `r` per tick (a geometric
+    /// wait), `r` from LFU-decay's score or, under LRU, the inverse of the ticks since its
+    /// last use (`last_used`). Infinite for a slot never selected.
+    fn expected_wait(&self, s: usize, clock: u64, last_used: &[u64]) -> f64 {
+        let rate = if self.lru() {
+            1.0 / (clock.saturating_sub(last_used[s]) + 1) as f64
+        } else {
+            // The log of the score of a selection at every tick up to `clock`:
+            // growth^clock / (1 - decay), or clock + 1 undecayed.
+            let ln_every_tick = if self.ln_growth > 0.0 {
+                clock as f64 * self.ln_growth - (-(-self.ln_growth).exp_m1()).ln()
+            } else {
+                ((clock + 1) as f64).ln()
+            };
+            (self.score[s] - ln_every_tick).exp().min(1.0)
+        };
+        if rate > 0.0 {
+            (1.0 - rate) / rate
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// The unprotected slot whose next selection is expected last, or `None`: a demoted
+    /// guess first (as in [`Order::coldest`]), then the most of `to_routing(s)` (the steps,
+    /// in (0, 1], until slot `s`'s layer routes again) plus its expected wait after that at
+    /// `clock`. The wait never grows along the policy's order from its coldest end, so the
+    /// walk stops at the first slot whose wait plus one step cannot beat the best found.
+    /// Protected slots are set aside until [`Order::restore`], as `coldest` does.
+    pub fn latest_next_use(
+        &mut self,
+        protected: impl Fn(usize) -> bool,
+        to_routing: impl Fn(usize) -> f64,
+        clock: u64,
+        last_used: &[u64],
+    ) -> Option<usize> {
+        let d = self.head[DEMOTED];
+        if d != NIL && !protected(d as usize) {
+            return Some(d as usize);
+        }
+        let mut best: Option<(f64, usize)> = None;
+        let consider = |best: &mut Option<(f64, usize)>, s: usize, wait: f64| {
+            let t = to_routing(s) + wait;
+            if best.is_none_or(|(bt, _)| t > bt) {
+                *best = Some((t, s));
+            }
+        };
+        // Past a slot of this wait, none can reach more than one step plus it.
+        let beaten =
+            |best: Option<(f64, usize)>, wait: f64| best.is_some_and(|(bt, _)| wait + 1.0 <= bt);
+        if self.lru() {
+            let mut s = self.tail[MAIN];
+            while s != NIL {
+                let i = s as usize;
+                let wait = self.expected_wait(i, clock, last_used);
+                if beaten(best, wait) {
+                    break;
+                }
+                if !protected(i) {
+                    consider(&mut best, i, wait);
+                }
+                s = self.prev[i];
+            }
+            return best.map(|(_, s)| s);
+        }
+        let start = self.aside.len();
+        while let Some(&top) = self.heap.first() {
+            let top = top as usize;
+            let wait = self.expected_wait(top, clock, last_used);
+            if beaten(best, wait) {
+                break;
+            }
+            self.heap_remove(top);
+            self.aside.push(top as u32);
+            if !protected(top) {
+                consider(&mut best, top, wait);
+            }
+        }
+        // Back into the heap with the walked slots that are not protected.
+        let mut i = start;
+        while i < self.aside.len() {
+            let s = self.aside[i] as usize;
+            if protected(s) {
+                i += 1;
+            } else {
+                self.aside.swap_remove(i);
+                self.heap_push(s);
+            }
+        }
+        best.map(|(_, s)| s)
+    }
+
     /// Put back the slots `coldest` set aside.
     pub fn restore(&mut self) {
         while let Some(s) = self.aside.pop() {
@@ -426,6 +519,56 @@ mod tests {
         assert_eq!(o.coldest(|_| true), None);
         o.restore();
         o.check(&[true; 3]);
+    }
+
+    /// The walk from the coldest end that stops early picks what a scan of every slot
+    /// would: the most of steps to its layer's routing plus expected wait, protected slots
+    /// skipped, and leaves the order whole.
+    #[test]
+    fn the_latest_next_use_is_the_full_scan_s_choice() {
+        let n = 64;
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for policy in [
+            CachePolicy::Lru,
+            CachePolicy::DEFAULT,
+            CachePolicy::LfuDecay { decay: 1.0 },
+        ] {
+            let mut o = Order::new(policy, n);
+            let mut last_used = vec![0u64; n];
+            for s in 0..n {
+                o.insert_selected(s, 0);
+            }
+            for clock in 1..40u64 {
+                for _ in 0..8 {
+                    let s = (next() % n as u64) as usize;
+                    last_used[s] = clock;
+                    o.touch(s, clock);
+                }
+                let to_routing = |s: usize| ((s % 8) + 1) as f64 / 8.0;
+                let shield = next() % n as u64;
+                let protected = |s: usize| s as u64 % 7 == shield % 7;
+                let scan = (0..n)
+                    .filter(|&s| !protected(s))
+                    .map(|s| (to_routing(s) + o.expected_wait(s, clock, &last_used), s))
+                    .fold(None::<(f64, usize)>, |best, (t, s)| match best {
+                        Some((bt, _)) if bt >= t => best,
+                        _ => Some((t, s)),
+                    });
+                let walked = o.latest_next_use(protected, to_routing, clock, &last_used);
+                o.restore();
+                let scan_t = scan.map(|(t, _)| t);
+                let walked_t =
+                    walked.map(|s| to_routing(s) + o.expected_wait(s, clock, &last_used));
+                assert_eq!(walked_t, scan_t, "{policy:?} at {clock}");
+                o.check(&vec![true; n]);
+            }
+        }
     }
 
     #[test]

@@ -58,6 +58,7 @@ fn pager_with(
             page_size: PAGE,
             policy,
             prompt_eviction: PromptEviction::default(),
+            evict_by: EvictBy::default(),
         },
         N_EXPERT,
         layers,
@@ -83,6 +84,7 @@ fn one_layer(offset: u64, bytes_per_expert: u64) -> Pager<Recorder> {
             page_size: PAGE,
             policy: CachePolicy::Lru,
             prompt_eviction: PromptEviction::default(),
+            evict_by: EvictBy::default(),
         },
         4,
         layers,
@@ -315,6 +317,7 @@ fn misses_are_advised_tensor_by_tensor_in_expert_order_then_flushed() {
             page_size: PAGE,
             policy: CachePolicy::Lru,
             prompt_eviction: PromptEviction::default(),
+            evict_by: EvictBy::default(),
         },
         8,
         layers,
@@ -543,7 +546,7 @@ fn the_audit_counts_every_non_resident_expert_or_only_the_evicted() {
 }
 
 /// A prompt's ubatches each select every expert of every layer, layer after layer. With
-/// room for 24 of 64 experts, the policy's order (least recently used first) evicts each
+/// room for 24 of 64 experts, the policy's coldest first (least recently used) evicts each
 /// layer's experts just before the next ubatch needs them and keeps nothing; cyclic
 /// eviction drops the layers that ran last and keeps at least 24 - 16 = 8 across every
 /// ubatch.
@@ -552,6 +555,7 @@ fn cyclic_prompt_eviction_keeps_experts_across_ubatches_where_lru_keeps_none() {
     let hits_over_4_ubatches = |prompt_eviction: PromptEviction, policy: CachePolicy| {
         let mut p = pager_with(policy, 24, 0, 4);
         p.config.prompt_eviction = prompt_eviction;
+        p.config.evict_by = EvictBy::Coldest;
         for _ubatch in 0..4 {
             for layer in 0..4 {
                 p.route(layer, Phase::Prompt, 128, 0..N_EXPERT as i32);
@@ -565,6 +569,62 @@ fn cyclic_prompt_eviction_keeps_experts_across_ubatches_where_lru_keeps_none() {
         assert_eq!(hits_over_4_ubatches(PromptEviction::Policy, policy), 0);
         let cyclic = hits_over_4_ubatches(PromptEviction::Cyclic, policy);
         assert!(cyclic >= 3 * 8, "{policy:?}: {cyclic} hits");
+    }
+}
+
+/// Decode steps of several sessions whose selections outgrow the cache: each step selects
+/// the same 8 experts in each of 4 layers (32), with room for 24. Evicting the policy's
+/// coldest expert drops, at each layer, the experts of the layers just ahead, which the
+/// step needs next: LRU then keeps nothing from one step to the next, and LFU-decay no
+/// more than by chance. Evicting the expert whose next use is expected last drops those
+/// of the layers just routed first, as Belady's rule would, and every step after the first
+/// finds at least 24 - 8 = 16 of its experts resident.
+#[test]
+fn decode_steps_that_outgrow_the_cache_keep_experts_when_the_next_use_decides() {
+    let hits_after_the_first_step = |policy: CachePolicy, evict_by: EvictBy| {
+        let mut p = pager_with(policy, 24, 0, 4);
+        p.config.evict_by = evict_by;
+        let mut hits = Vec::new();
+        for _step in 0..6 {
+            let before = p.counters.decode.cache_hits.get();
+            for layer in 0..4 {
+                p.route(layer, Phase::Decode, 4, 0..8);
+                assert!(p.resident_bytes() <= 24 * EXPERT);
+            }
+            hits.push(p.counters.decode.cache_hits.get() - before);
+        }
+        hits[1..].to_vec()
+    };
+    assert!(
+        hits_after_the_first_step(CachePolicy::Lru, EvictBy::Coldest)
+            .iter()
+            .all(|&h| h == 0)
+    );
+    for policy in [CachePolicy::Lru, CachePolicy::DEFAULT] {
+        let hits = hits_after_the_first_step(policy, EvictBy::NextUse);
+        assert!(hits.iter().all(|&h| h >= 16), "{policy:?}: {hits:?}");
+    }
+}
+
+/// Where the cache holds a step's selections, the next use and the policy's coldest agree
+/// with the policy: a rarely selected expert goes before a frequent one of any layer.
+#[test]
+fn the_next_use_still_evicts_the_rarely_selected_first() {
+    for policy in [CachePolicy::Lru, CachePolicy::DEFAULT] {
+        let mut p = pager_with(policy, 9, 0, 2);
+        // Layer 1's expert 5 is selected once; every other step selects experts 0-3 of
+        // both layers, so expert 5 is the only one not selected since.
+        p.route(0, Phase::Decode, 1, 0..4);
+        p.route(1, Phase::Decode, 1, [0, 1, 2, 3, 5].into_iter());
+        for _step in 0..4 {
+            p.route(0, Phase::Decode, 1, 0..4);
+            p.route(1, Phase::Decode, 1, 0..4);
+        }
+        // Layer 0 needs room for one more, and only layer 1's experts are not pinned:
+        // expert 5 goes, not one of those that layer 1's next routing will select.
+        p.route(0, Phase::Decode, 1, 0..5);
+        assert!(!p.is_resident(1, 5), "{policy:?}");
+        assert_eq!(evicted_experts(&p, 1), vec![5], "{policy:?}");
     }
 }
 

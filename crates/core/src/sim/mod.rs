@@ -25,7 +25,7 @@ pub mod static_top;
 mod tests;
 pub mod two_q;
 
-use crate::pager::{CachePolicy, LayerSpec, Phase};
+use crate::pager::{CachePolicy, EvictBy, LayerSpec, Phase};
 use crate::trace::Trace;
 
 /// An expert of a layer: (layer, expert).
@@ -170,6 +170,9 @@ pub struct Outcome {
     pub hits: u64,
     pub miss_bytes: u64,
     pub decode_routings: u64,
+    /// The most the policy held after a decode routing: above the capacity where its
+    /// pins outgrow a quota (per-layer quotas whose layer selects more than its share).
+    pub peak_decode_resident_bytes: u64,
 }
 
 impl Outcome {
@@ -231,6 +234,10 @@ pub fn replay(
             pinned.push(key);
         }
         policy.settle(capacity, &pinned);
+        if decode {
+            out.peak_decode_resident_bytes =
+                out.peak_decode_resident_bytes.max(policy.resident_bytes());
+        }
     }
     out
 }
@@ -244,6 +251,11 @@ pub enum PolicyKind {
     LfuDecay,
     /// LFU whose counts decay by this many thousandths per token (`lfu-decay-0.95`).
     LfuDecayAt(u16),
+    /// LRU evicting its coldest expert ([`EvictBy::Coldest`]); the pager's policies above
+    /// evict the expert whose next use is expected last, as it does by default.
+    LruColdest,
+    /// The default LFU-decay evicting its coldest expert.
+    LfuDecayColdest,
     Arc,
     TwoQ,
     PerLayerLru,
@@ -255,12 +267,14 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 12] = [
+    pub const ALL: [PolicyKind; 14] = [
         PolicyKind::Lru,
         PolicyKind::Lfu,
         PolicyKind::LfuDecay,
         PolicyKind::LfuDecayAt(990),
         PolicyKind::LfuDecayAt(900),
+        PolicyKind::LruColdest,
+        PolicyKind::LfuDecayColdest,
         PolicyKind::Arc,
         PolicyKind::TwoQ,
         PolicyKind::PerLayerLru,
@@ -278,6 +292,8 @@ impl PolicyKind {
             PolicyKind::LfuDecayAt(permille) => {
                 return format!("lfu-decay-{}", f64::from(permille) / 1000.0)
             }
+            PolicyKind::LruColdest => "lru-coldest",
+            PolicyKind::LfuDecayColdest => "lfu-decay-coldest",
             PolicyKind::Arc => "arc",
             PolicyKind::TwoQ => "2q",
             PolicyKind::PerLayerLru => "per-layer-lru",
@@ -300,24 +316,36 @@ impl PolicyKind {
         capacity: u64,
         capacity_experts: usize,
     ) -> Box<dyn Policy> {
-        let pager = |policy: CachePolicy| -> Box<dyn Policy> {
+        let pager_in = |policy: CachePolicy, evict_by: EvictBy| -> Box<dyn Policy> {
             Box::new(pager::PagerReplay::new(
                 policy,
+                evict_by,
                 costs.clone(),
                 n_expert,
                 capacity,
             ))
         };
+        let pager = |policy: CachePolicy| pager_in(policy, EvictBy::default());
         let per_layer = |name: &'static str, policy: CachePolicy| -> Box<dyn Policy> {
             Box::new(per_layer::PerLayer::new(
                 costs,
                 name,
                 capacity,
-                |c, quota| Box::new(pager::PagerReplay::new(policy, c, n_expert, quota)),
+                |c, quota| {
+                    Box::new(pager::PagerReplay::new(
+                        policy,
+                        EvictBy::Coldest,
+                        c,
+                        n_expert,
+                        quota,
+                    ))
+                },
             ))
         };
         match self {
             PolicyKind::Lru => pager(CachePolicy::Lru),
+            PolicyKind::LruColdest => pager_in(CachePolicy::Lru, EvictBy::Coldest),
+            PolicyKind::LfuDecayColdest => pager_in(CachePolicy::DEFAULT, EvictBy::Coldest),
             PolicyKind::Lfu => pager(CachePolicy::LfuDecay { decay: 1.0 }),
             PolicyKind::LfuDecay => pager(CachePolicy::DEFAULT),
             PolicyKind::LfuDecayAt(permille) => pager(CachePolicy::LfuDecay {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::{Clock, Costs, Key, Policy, Step};
-use crate::pager::{Advisor, CachePolicy, FileRange, Pager, PagerConfig, PromptEviction};
+use crate::pager::{Advisor, CachePolicy, EvictBy, FileRange, Pager, PagerConfig, PromptEviction};
 use crate::stats::PagerCounters;
 
 /// An advisor that only answers: evictions drop what they are asked to.
@@ -22,13 +22,20 @@ impl Advisor for Replayed {
 pub struct PagerReplay {
     pager: Pager<Replayed>,
     policy: CachePolicy,
+    evict_by: EvictBy,
     /// The routing `begin` announced, routed at `settle`.
     pending: Option<Step>,
 }
 
 impl PagerReplay {
     /// A pager over `costs`' layers holding at most `capacity` bytes.
-    pub fn new(policy: CachePolicy, costs: Costs, n_expert: u32, capacity: u64) -> PagerReplay {
+    pub fn new(
+        policy: CachePolicy,
+        evict_by: EvictBy,
+        costs: Costs,
+        n_expert: u32,
+        capacity: u64,
+    ) -> PagerReplay {
         let counters = Arc::new(PagerCounters::new(
             costs.layers.iter().map(|l| l.layer),
             n_expert,
@@ -39,10 +46,12 @@ impl PagerReplay {
             page_size: costs.page,
             policy,
             prompt_eviction: PromptEviction::default(),
+            evict_by,
         };
         PagerReplay {
             pager: Pager::new(Replayed, config, n_expert, costs.layers, counters),
             policy,
+            evict_by,
             pending: None,
         }
     }
@@ -50,10 +59,14 @@ impl PagerReplay {
 
 impl Policy for PagerReplay {
     fn name(&self) -> String {
-        match self.policy {
+        let name = match self.policy {
             CachePolicy::Lru => "lru".into(),
             CachePolicy::LfuDecay { decay } if decay >= 1.0 => "lfu".into(),
             CachePolicy::LfuDecay { decay } => format!("lfu-decay-{decay}"),
+        };
+        match self.evict_by {
+            EvictBy::NextUse => name,
+            EvictBy::Coldest => format!("{name}-coldest"),
         }
     }
     fn contains(&self, key: Key) -> bool {

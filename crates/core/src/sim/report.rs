@@ -17,6 +17,9 @@ pub struct PolicyResult {
     pub selected: u64,
     pub miss_bytes: u64,
     pub decode_routings: u64,
+    /// The most it held after a decode routing, over the traces: above the row's capacity,
+    /// its hit rate was bought with memory the others did not have.
+    pub peak_decode_resident_bytes: u64,
     /// `hit_rate` over Belady's, when Belady was replayed too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub of_belady: Option<f64>,
@@ -79,6 +82,9 @@ pub fn evaluate(g: &Grid<'_>) -> Vec<Row> {
                     total.hits += o.hits;
                     total.miss_bytes += o.miss_bytes;
                     total.decode_routings += o.decode_routings;
+                    total.peak_decode_resident_bytes = total
+                        .peak_decode_resident_bytes
+                        .max(o.peak_decode_resident_bytes);
                 }
                 policies.insert(
                     kind.name(),
@@ -88,6 +94,7 @@ pub fn evaluate(g: &Grid<'_>) -> Vec<Row> {
                         selected: total.selected,
                         miss_bytes: total.miss_bytes,
                         decode_routings: total.decode_routings,
+                        peak_decode_resident_bytes: total.peak_decode_resident_bytes,
                         of_belady: None,
                     },
                 );

@@ -1,6 +1,6 @@
 use super::*;
 
-use crate::pager::{Phase, PromptEviction};
+use crate::pager::{EvictBy, Phase, PromptEviction};
 
 /// One layer, decode steps of one expert each: the classic page-reference string.
 fn single(refs: &[u16]) -> Vec<Step> {
@@ -141,6 +141,7 @@ fn every_online_policy_stays_within_capacity_and_under_belady() {
         let mut guesses = simulated_guesses(&refs, 0.9, 64);
         let o = replay(&refs, p.as_mut(), 16, &c, Some(&mut guesses));
         assert!(p.resident_bytes() <= 16, "{name}");
+        assert!(o.peak_decode_resident_bytes <= 16, "{name}");
         assert!(
             o.hits <= opt.hits,
             "{name} beat Belady: {} > {}",
@@ -148,6 +149,38 @@ fn every_online_policy_stays_within_capacity_and_under_belady() {
             opt.hits
         );
         assert!(o.hits > 0, "{name}");
+    }
+}
+
+/// Per-layer quotas cannot hold a routing that selects more than a layer's share: each
+/// layer keeps its pins until it routes again, past the capacity, and the replay says so.
+/// The pager's policies evict other layers' experts instead and stay within it.
+#[test]
+fn a_quota_outgrown_by_its_routing_is_reported_over_capacity() {
+    // Two layers, capacity 4 (a quota of 2 each), every step selecting 3 of each.
+    let steps: Vec<Step> = (0..20u16)
+        .flat_map(|i| {
+            let e = i % 2;
+            [
+                Step::token(0, Phase::Decode, &[e, e + 2, e + 4]),
+                Step::token(1, Phase::Decode, &[e, e + 2, e + 4]),
+            ]
+        })
+        .collect();
+    let c = units(2);
+    let peak = |kind: PolicyKind| {
+        let mut p = kind.build(&steps, &c, 64, 4, 4);
+        replay(&steps, p.as_mut(), 4, &c, None).peak_decode_resident_bytes
+    };
+    for kind in [PolicyKind::PerLayerLru, PolicyKind::PerLayerLfu] {
+        assert_eq!(peak(kind), 6, "{}", kind.name());
+    }
+    for kind in [
+        PolicyKind::Lru,
+        PolicyKind::LfuDecay,
+        PolicyKind::LfuDecayColdest,
+    ] {
+        assert!(peak(kind) <= 4, "{}", kind.name());
     }
 }
 
@@ -221,6 +254,7 @@ fn the_pagers_policies_replay_exactly_what_the_pager_counts() {
             page_size: 1,
             policy,
             prompt_eviction: PromptEviction::default(),
+            evict_by: EvictBy::default(),
         };
         let mut pager = Pager::new(Nothing, config, 32, c.layers.clone(), counters.clone());
         for s in &steps {

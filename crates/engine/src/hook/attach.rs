@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use epm_core::budget::{pager_budget, Budgets, TokenRowLoan};
 use epm_core::model::ModelIndex;
-use epm_core::pager::{cached_experts, CachePolicy, LayerSpec, Pager, PagerConfig, PromptEviction};
+use epm_core::pager::{
+    cached_experts, CachePolicy, EvictBy, LayerSpec, Pager, PagerConfig, PromptEviction,
+};
 use epm_core::predict::PredictReads;
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
@@ -64,6 +66,8 @@ pub struct PagingOptions {
     pub cache_policy: CachePolicy,
     /// What the pager evicts first while a prompt is evaluated.
     pub prompt_eviction: PromptEviction,
+    /// Where the pager looks for what to evict.
+    pub evict_by: EvictBy,
     /// Write the routing trace here.
     pub trace_file: Option<PathBuf>,
     /// Keep, as resident, the experts whose pages the page cache already holds at start
@@ -90,6 +94,7 @@ impl Default for PagingOptions {
             hot_window_tokens: 0,
             cache_policy: CachePolicy::DEFAULT,
             prompt_eviction: PromptEviction::default(),
+            evict_by: EvictBy::default(),
             trace_file: None,
             keep_page_cache: true,
             keep_first: Vec::new(),
@@ -255,6 +260,7 @@ pub(crate) fn attach(
             page_size: page,
             policy: opts.cache_policy,
             prompt_eviction: opts.prompt_eviction,
+            evict_by: opts.evict_by,
         },
         index.n_expert,
         layers,
