@@ -153,7 +153,7 @@ pub enum EvictBy {
     /// cache (several sessions at a small budget) it evicts the layers just ahead, the
     /// next needed, and keeps little from one step to the next, as LRU does over a loop.
     /// `epm-run sim` on both W1 routing models, 1 and 4 sessions, 4 and 8 GiB: 0 to 1.1
-    /// points of hit rate above `Coldest` with LFU-decay, 0.5 to 45 with LRU (STATUS.md).
+    /// points of hit rate above `Coldest` with LFU-decay, 0.1 to 45 with LRU (STATUS.md).
     #[default]
     NextUse,
     /// The policy's coldest expert of any layer.

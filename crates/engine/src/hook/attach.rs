@@ -66,7 +66,7 @@ pub struct PagingOptions {
     pub cache_policy: CachePolicy,
     /// What the pager evicts first while a prompt is evaluated.
     pub prompt_eviction: PromptEviction,
-    /// Where the pager looks for what to evict.
+    /// Which expert the pager evicts from the cache policy's order.
     pub evict_by: EvictBy,
     /// Write the routing trace here.
     pub trace_file: Option<PathBuf>,
