@@ -52,7 +52,6 @@ pub fn synth(dir: &Path, preset: &str, extra: &[&str]) -> PathBuf {
     path
 }
 
-/// A JSON file (plans, A/B reports) as untyped JSON.
 /// Drop `path` from the page cache and read it whole, as `cat` or a checksum does:
 /// readahead caches it in large folios (up to 2 MiB), each holding several experts' slices.
 pub fn read_whole(path: &Path) {
@@ -61,6 +60,7 @@ pub fn read_whole(path: &Path) {
     std::io::copy(&mut file, &mut std::io::sink()).unwrap();
 }
 
+/// A JSON file (plans, A/B reports) as untyped JSON.
 pub fn json(path: &Path) -> serde_json::Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))

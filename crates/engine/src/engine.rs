@@ -40,9 +40,9 @@ pub enum PagerMode {
 }
 
 impl PagerMode {
-    /// Whether experts are paged (a dense model is not, whatever the mode: `Engine::paged`).
-    pub fn pages(self) -> bool {
-        matches!(self, PagerMode::On { .. })
+    /// Whether this mode pages the experts of `index`'s model (a dense model has none).
+    pub fn pages_experts_of(self, index: &ModelIndex) -> bool {
+        matches!(self, PagerMode::On { .. }) && index.is_moe()
     }
 }
 
@@ -186,7 +186,7 @@ impl Engine {
 
     /// Whether sessions page experts.
     pub fn paged(&self) -> bool {
-        self.opts.mode.pages() && self.index.is_moe()
+        self.opts.mode.pages_experts_of(&self.index)
     }
 
     /// Start a session: create the llama.cpp context, measure what it costs, and attach the

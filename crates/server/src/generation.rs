@@ -633,7 +633,7 @@ pub(crate) fn engine_main(
     };
     // Read before the load: where more of the model is cached than the budget holds, the
     // experts kept are those past runs selected most. An unpaged server keeps no heat.
-    let paged = opts.engine.mode.pages() && opts.index.is_moe();
+    let paged = opts.engine.mode.pages_experts_of(&opts.index);
     let heat = opts.heat_dir.as_ref().filter(|_| paged).map(|dir| {
         let path = epm_engine::warm::heat_file(dir, &identity);
         let past = epm_engine::warm::past_heat(&path, &opts.index);
