@@ -18,6 +18,14 @@ uses the copy (written beside the model, removed at the end). With --then-read a
 copy is then dropped from the page cache and read whole, as `cat` or a checksum reads it
 (readahead caches it in folios of up to 2 MiB), under the same cap.
 
+With --read-whole, the earlier step is a read of the model itself, whole, through the page
+cache (outside the cap), so more of it is cached than the budget holds, and the variants
+are the expert heat's: `heat` keeps the cached experts that earlier runs selected most
+first (its heat folder seeded by --seeds runs of other prompts before the timed runs, and
+added to by each timed run, as a user's runs would), `by-number` keeps them by expert
+number (an empty heat folder each run: what every `generate` run did before it kept heat).
+Each run's earlier step and heat folder are its own; the timed runs keep the page cache.
+
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --after-write 16 \\
         --out validate/run-after-write-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --after-write 1024 \\
@@ -26,6 +34,8 @@ copy is then dropped from the page cache and read whole, as `cat` or a checksum 
         --out validate/run-after-run-w1-8g.json
     python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 5 --serve \\
         --out validate/restart-after-run-w1-8g.json
+    python3 bench/run_after_run.py -m W1.gguf --budget-mb 8192 --runs 3 --read-whole \\
+        --out validate/generate-heat-after-read-w1-8g.json
 """
 import argparse, atexit, json, mmap, os, statistics, subprocess, sys, tempfile, time
 
@@ -36,11 +46,16 @@ from warm_start import chat_stream, serve_cmd  # noqa: E402
 
 EARLIER = "Tell me about the rivers of France and where they flow."
 TIMED = "What do owls eat in the winter months, and how do they find it under snow?"
+# The heat's earlier runs with --read-whole: prompts other than the timed one.
+SEEDS = ["Tell me about the rivers of France and where they flow.",
+         "Write a short poem about a lighthouse keeper and the sea.",
+         "Explain how a bicycle stays upright while it moves.",
+         "List three ways to keep bread fresh for a week."]
 
 
-def generate_cmd(binary, model, budget_mb, prompt, n, stats, cold):
+def generate_cmd(binary, model, budget_mb, prompt, n, stats, cold, heat_dir):
     cmd = [binary, "generate", "-m", model, "--ram-budget-mb", str(budget_mb), "-p", prompt,
-           "-n", str(n), "--temp", "0", "--stats-file", stats]
+           "-n", str(n), "--temp", "0", "--stats-file", stats, "--heat-dir", heat_dir]
     return cmd + (["--no-warm-start"] if cold else [])
 
 
@@ -107,10 +122,15 @@ def main():
                     help="the earlier step writes a fresh copy of the model KIB KiB at a time (generate only)")
     ap.add_argument("--then-read", action="store_true",
                     help="with --after-write: then drop the copy from the page cache and read it whole")
+    ap.add_argument("--read-whole", action="store_true",
+                    help="the earlier step reads the model whole; the variants keep by heat and by number")
+    ap.add_argument("--seeds", type=int, default=3, help="with --read-whole: runs that seed the heat")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    if a.after_write and a.serve:
-        ap.error("--after-write is for generate runs")
+    if (a.after_write or a.read_whole) and a.serve:
+        ap.error("--after-write and --read-whole are for generate runs")
+    if a.after_write and a.read_whole:
+        ap.error("--after-write and --read-whole are two earlier steps: pick one")
     if a.then_read and not a.after_write:
         ap.error("--then-read reads the copy --after-write makes")
     copy = a.model + ".fresh-copy.gguf"
@@ -118,25 +138,40 @@ def main():
     if a.after_write:
         # The copy is as large as the model: removed however the script ends (bar a kill).
         atexit.register(lambda: os.path.exists(copy) and os.unlink(copy))
-    variants = {"kept": False, "dropped": True}
+    # The first variant against the second.
+    variants = {"heat": False, "by-number": False} if a.read_whole else {"kept": False, "dropped": True}
+    first, second = variants
     rows, commands = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         stats = os.path.join(tmp, "stats.json")
+        seeded = os.path.join(tmp, "heat-seeded")
+        for prompt in SEEDS[:a.seeds] if a.read_whole else []:
+            with Cgroup(a.budget_mb << 20, "seed") as cg:
+                drop_cache(a.model)
+                subprocess.run(cg.wrap(generate_cmd(a.bin, model, a.budget_mb, prompt, a.tokens, stats,
+                                                    cold=False, heat_dir=seeded)),
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for run in range(a.runs):
             for name, cold in variants.items():
+                heat = seeded if name == "heat" else os.path.join(tmp, f"heat-{name}-{run}")
                 if a.serve:
                     state = os.path.join(tmp, f"state-{name}-{run}")
                     earlier = serve_cmd(a.bin, a.model, a.budget_mb, state, cold=False)
                     cmd = serve_cmd(a.bin, a.model, a.budget_mb, state, cold)
                 else:
-                    earlier = generate_cmd(a.bin, model, a.budget_mb, EARLIER, a.tokens, stats, cold=False)
-                    cmd = generate_cmd(a.bin, model, a.budget_mb, TIMED, a.tokens, stats, cold)
+                    earlier = generate_cmd(a.bin, model, a.budget_mb, EARLIER, a.tokens, stats, False, heat)
+                    cmd = generate_cmd(a.bin, model, a.budget_mb, TIMED, a.tokens, stats, cold, heat)
                 commands[name] = " ".join(cmd)
                 disk = disk_read_mb_s(a.model)
                 with Cgroup(a.budget_mb << 20, f"{name}-{run}") as cg:
                     drop_cache(a.model)
                     if a.serve:
                         ttft, total, text, s = served(cg, earlier, cmd, a.tokens)
+                    elif a.read_whole:
+                        read_through_cache(a.model, chunk=1 << 20)
+                        ttft, total, text = timed(cg.wrap(cmd))
+                        with open(stats) as f:
+                            s = json.load(f)
                     elif a.after_write:
                         write_copy(a.model, copy, a.after_write << 10)
                         if a.then_read:
@@ -175,14 +210,21 @@ def main():
         what = f"a generate run right after the model was written {a.after_write} KiB at a time"
         if a.then_read:
             what += ", dropped from the page cache and read whole"
+    elif a.read_whole:
+        what = ("a generate run right after the model was read whole: the cached experts past runs "
+                "selected most kept first, against kept by expert number")
     else:
         what = "a generate run right after another"
-    report = {"what": what + ": the experts the page cache holds kept against dropped",
+    if not a.read_whole:
+        what += ": the experts the page cache holds kept against dropped"
+    report = {"what": what,
               "command": "python3 bench/run_after_run.py " + " ".join(sys.argv[1:]),
-              "timed_commands": commands, "earlier_prompt": None if a.after_write else EARLIER, "machine": machine(),
+              "timed_commands": commands,
+              "earlier_prompt": None if a.after_write or a.read_whole else EARLIER,
+              "heat_seed_prompts": SEEDS[:a.seeds] if a.read_whole else None, "machine": machine(),
               "budget_mb": a.budget_mb, "medians": med,
-              "ttft_ratio_kept_over_dropped": round(med["kept"]["ttft_s"] / med["dropped"]["ttft_s"], 3),
-              "total_ratio_kept_over_dropped": round(med["kept"]["total_s"] / med["dropped"]["total_s"], 3),
+              f"ttft_ratio_{first}_over_{second}": round(med[first]["ttft_s"] / med[second]["ttft_s"], 3),
+              f"total_ratio_{first}_over_{second}": round(med[first]["total_s"] / med[second]["total_s"], 3),
               "same_text_every_run": len({r["text"] for r in rows}) == 1,
               "within_budget": all(r["peak_rss_bytes"] <= r["budget_bytes"] for r in rows),
               # A live server's stats have no exit audit (written when it stops).
@@ -190,8 +232,8 @@ def main():
               "oom_kills": sum(r["cgroup"]["oom_kills"] for r in rows), "runs": rows}
     report["passed"] = (report["same_text_every_run"] and report["within_budget"]
                         and report["stray_cache_bytes_at_exit"] in (0, None) and report["oom_kills"] == 0)
-    write_report(a.out, report, summary_keys=("medians", "ttft_ratio_kept_over_dropped",
-                                              "total_ratio_kept_over_dropped", "same_text_every_run",
+    write_report(a.out, report, summary_keys=("medians", f"ttft_ratio_{first}_over_{second}",
+                                              f"total_ratio_{first}_over_{second}", "same_text_every_run",
                                               "within_budget", "stray_cache_bytes_at_exit", "oom_kills", "passed"))
 
 

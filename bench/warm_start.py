@@ -13,13 +13,19 @@ With --read-first, each timed run starts after the model was read whole through 
 cache (as `cat`, a checksum or an upstream run reads it: more of it cached than the budget
 holds) rather than dropped from it. With --compare-bin, the variants are two builds, both
 with their warm start (`after`: --bin, `before`: the other), each seeding its own state.
+With --chat, the timed run is `generate --chat` instead of a server, reading the heat the
+seeding server left (`--heat-dir` the server's state folder): the first turn is typed
+--idle-s seconds after its `> ` prompt appears, and timed from the line sent to the reply's
+first byte and to the next `> `.
 
     python3 bench/warm_start.py -m W1.gguf --budget-mb 8192 --idle-s 15 --runs 3 \\
         --out validate/warm-start-w1-8g.json
     python3 bench/warm_start.py -m W1.gguf --budget-mb 8192 --idle-s 0 --runs 3 --read-first \\
         --compare-bin /path/to/before/epm-run --out validate/keep-hottest-w1-8g.json
+    python3 bench/warm_start.py -m W1.gguf --budget-mb 8192 --idle-s 15 --runs 3 --chat \\
+        --out validate/warm-start-chat-w1-8g.json
 """
-import argparse, http.client, json, os, shutil, statistics, sys, tempfile, time
+import argparse, http.client, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from epmlib import (Cgroup, disk_read_mb_s, drop_cache, machine, read_through_cache, request_json,  # noqa: E402
@@ -53,6 +59,47 @@ def chat_stream(port, text, max_tokens):
     return first, time.time() - t0, "".join(parts)
 
 
+def chat_cmd(binary, model, budget_mb, state, cold, max_tokens, stats):
+    cmd = [binary, "generate", "--chat", "-m", model, "--ram-budget-mb", str(budget_mb),
+           "-n", str(max_tokens), "--temp", "0", "--stats-file", stats]
+    return cmd + (["--no-warm-start"] if cold else ["--heat-dir", state])
+
+
+def until_prompt(out):
+    """Read `out` up to the chat's next `> `: the bytes before it and when its first came."""
+    got, first = b"", None
+    while not got.endswith(b"> "):
+        b = out.read(1)
+        if not b:
+            raise SystemExit("generate --chat ended early")
+        first = first or time.time()
+        got += b
+    return got[:-2], first
+
+
+def chat_after_idle(cmd, idle_s, text):
+    """Start `cmd` (a `generate --chat`), wait for its first `> `, idle `idle_s` seconds, type
+    `text`: (seconds to the prompt, to the reply's first byte, to its end, the reply)."""
+    t0 = time.time()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        until_prompt(p.stdout)
+        ready = time.time() - t0
+        time.sleep(idle_s)
+        sent = time.time()
+        p.stdin.write(text.encode() + b"\n")
+        p.stdin.flush()
+        reply, first = until_prompt(p.stdout)
+        done = time.time()
+        p.stdin.close()
+        if p.wait(timeout=120) != 0:
+            raise SystemExit(f"{' '.join(cmd)} exited with {p.returncode}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+    return ready, first - sent, done - sent, reply.decode(errors="replace")
+
+
 def serve_cmd(binary, model, budget_mb, state, cold):
     cmd = [binary, "serve", "-m", model, "--port", "0", "--ram-budget-mb", str(budget_mb),
            "--prompt-cache-mb", "0", "--prompt-cache-dir", state]
@@ -71,6 +118,7 @@ def main():
     ap.add_argument("--read-first", action="store_true",
                     help="read the model whole through the page cache before each timed start, not drop it")
     ap.add_argument("--compare-bin", help="compare --bin (after) with this build (before), both warm")
+    ap.add_argument("--chat", action="store_true", help="time `generate --chat` instead of a server")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="warm-start-", dir=os.path.dirname(os.path.abspath(a.model)))
@@ -95,22 +143,33 @@ def main():
         for run in range(a.runs):
             for name, (binary, cold) in variants.items():
                 state = os.path.join(work, name)
-                cmd = serve_cmd(binary, a.model, a.budget_mb, state, cold)
+                stats = os.path.join(work, "stats.json")
+                if a.chat:
+                    cmd = chat_cmd(binary, a.model, a.budget_mb, state, cold, a.max_tokens, stats)
+                else:
+                    cmd = serve_cmd(binary, a.model, a.budget_mb, state, cold)
                 commands[name] = " ".join(cmd)
                 disk = disk_read_mb_s(a.model)
                 with Cgroup(a.budget_mb << 20, f"{name}-{run}") as cg:
                     drop_cache(a.model)
                     if a.read_first:
                         read_through_cache(a.model, chunk=1 << 20)
-                    t0 = time.time()
-                    proc, port = start_server(cg.wrap(cmd))
-                    ready = time.time() - t0
-                    time.sleep(a.idle_s)
-                    _, before = request_json(port, "GET", "/stats")
-                    ttft, total, text = chat_stream(port, TIMED, a.max_tokens)
-                    _, after = request_json(port, "GET", "/stats")
-                    proc.terminate()
-                    proc.wait(timeout=120)
+                    if a.chat:
+                        ready, ttft, total, text = chat_after_idle(cg.wrap(cmd), a.idle_s, TIMED)
+                        with open(stats) as f:
+                            after = json.load(f)
+                        # Nothing but the warm start runs before the first turn.
+                        before = {"experts": {"warm_start": None, "prompt": {"misses": 0}}}
+                    else:
+                        t0 = time.time()
+                        proc, port = start_server(cg.wrap(cmd))
+                        ready = time.time() - t0
+                        time.sleep(a.idle_s)
+                        _, before = request_json(port, "GET", "/stats")
+                        ttft, total, text = chat_stream(port, TIMED, a.max_tokens)
+                        _, after = request_json(port, "GET", "/stats")
+                        proc.terminate()
+                        proc.wait(timeout=120)
                     facts = cg.facts()
                 row = {"variant": name, "run": run, "ready_s": round(ready, 2), "ttft_s": round(ttft, 2),
                        "start_to_first_token_s": round(ready + a.idle_s + ttft, 2),
@@ -119,7 +178,10 @@ def main():
                        "warm_start_after": after["experts"]["warm_start"],
                        "prompt_misses": after["experts"]["prompt"]["misses"] - before["experts"]["prompt"]["misses"],
                        "decode_hit_rate": after["experts"]["decode"]["cache_hit_rate"],
-                       "peak_rss_bytes": after["memory"]["peak_rss_bytes"], "cgroup": facts}
+                       "peak_rss_bytes": after["memory"]["peak_rss_bytes"], "cgroup": facts,
+                       # A live server's stats have no exit audit (written when it stops).
+                       "stray_cache_bytes_at_exit": (after["experts"]["stray_cache_bytes_at_exit"]
+                                                     if a.chat else None)}
                 rows.append(row)
                 print(json.dumps({k: row[k] for k in ("variant", "run", "ready_s", "ttft_s", "total_s", "warm_start_at_request",
                                                        "prompt_misses")}), file=sys.stderr, flush=True)
@@ -131,12 +193,16 @@ def main():
     same = len({r["text"] for r in rows}) == 1
     what = ("the first request after a restart, this build against another, both with the warm start"
             if a.compare_bin else "the first request after a restart, warm start against --no-warm-start")
+    if a.chat:
+        what = what.replace("the first request after a restart", "the first turn of `generate --chat`")
     if a.read_first:
         what += ", the model read whole through the page cache before each start"
     ttft_key, total_key = f"ttft_ratio_{first}_over_{second}", f"total_ratio_{first}_over_{second}"
     report = {"what": what,
               "command": "python3 bench/warm_start.py " + " ".join(sys.argv[1:]), "server_commands": commands,
               "machine": machine(), "budget_mb": a.budget_mb, "idle_s": a.idle_s, "medians": med,
+              "stray_cache_bytes_at_exit": (max(r["stray_cache_bytes_at_exit"] for r in rows)
+                                            if a.chat else None),
               ttft_key: round(med[first]["ttft_s"] / med[second]["ttft_s"], 3),
               total_key: round(med[first]["total_s"] / med[second]["total_s"], 3),
               "same_text_every_run": same,

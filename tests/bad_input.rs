@@ -126,6 +126,15 @@ fn other_usage_errors() {
         ],
         "cannot read prompt file",
     );
+    // A heat folder that cannot be made (its parent is a file): said before the load.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let heat = file.join("heat");
+    run_gen(
+        &model,
+        &["--heat-dir", heat.to_str().unwrap()],
+        "--heat-dir: ",
+    );
 }
 
 #[test]

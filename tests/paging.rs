@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
+use std::time::Duration;
 
 const PROMPT: &str = "The quick brown fox jumps over the lazy dog, and the pager reads each expert";
 
@@ -667,4 +668,170 @@ fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
     // Split likewise: kept, nothing read again, nothing left cached outside the budget.
     read_whole(&written);
     kept_as_cached("read");
+}
+
+/// `generate` keeps the expert heat as a server does: a run adds its selections to the
+/// model's heat file, and where more of the model is cached at start than the budget holds
+/// (read whole, as `cat` or a checksum leaves it), the experts kept are those past runs
+/// selected most, so the prompt finds more of them than when they are kept by number.
+/// Outputs do not change; `--no-warm-start` neither reads nor writes the file.
+#[test]
+fn generate_keeps_first_the_cached_experts_past_runs_selected_most() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let min = plan(&model, &["-c", "1024"])["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB)
+        .to_string();
+    let heat = dir.path().join("heat");
+    let none = dir.path().join("no-heat");
+    let heat_files = |d: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(d)
+            .map(|r| r.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default()
+    };
+    let with = |d: &Path| {
+        [
+            "--ram-budget-mb".to_string(),
+            min.clone(),
+            "--heat-dir".to_string(),
+            d.to_str().unwrap().to_string(),
+        ]
+    };
+    let run = |tag: &str, flags: &[String]| {
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        generate(&model, dir.path(), tag, &flags, "24")
+    };
+    let (ref_logits, _) = generate(&model, dir.path(), "ref", &["--no-pager"], "24");
+
+    // Cold by request: no heat read or written.
+    let mut cold_flags = with(&heat).to_vec();
+    cold_flags.push("--no-warm-start".into());
+    let (logits, _) = run("cold", &cold_flags);
+    assert!(logits == ref_logits);
+    assert!(heat_files(&heat).is_empty(), "{:?}", heat_files(&heat));
+
+    // Two runs leave the heat of their selections.
+    for tag in ["seed1", "seed2"] {
+        let (logits, _) = run(tag, &with(&heat));
+        assert!(logits == ref_logits, "{tag}: logits differ");
+    }
+    let files = heat_files(&heat);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(std::fs::read(&files[0]).unwrap().starts_with(b"EPMHEAT\0"));
+
+    // The model read whole: kept by number (no heat yet in that folder), then by heat.
+    read_whole(&model);
+    let (logits, by_number) = run("by-number", &with(&none));
+    assert!(logits == ref_logits);
+    read_whole(&model);
+    let (logits, by_heat) = run("by-heat", &with(&heat));
+    assert!(logits == ref_logits);
+    let (n, h) = (&by_number.experts.warm_start, &by_heat.experts.warm_start);
+    assert!(n.adopted > 0 && h.adopted > 0, "{n:?} {h:?}");
+    assert!(
+        h.hits > n.hits,
+        "kept by heat: {h:?}; kept by number: {n:?}"
+    );
+    assert!(
+        by_heat.experts.prompt.misses < by_number.experts.prompt.misses,
+        "{:?} against {:?}",
+        by_heat.experts.prompt,
+        by_number.experts.prompt
+    );
+    for s in [&by_number, &by_heat] {
+        assert_eq!(s.experts.stray_cache_bytes_at_exit, 0);
+        assert!(s.memory.peak_rss_bytes <= s.budget_bytes, "{:?}", s.memory);
+    }
+    // The folder without heat got its first file.
+    assert_eq!(heat_files(&none).len(), 1);
+}
+
+/// `generate --chat` warms its expert cache while the user types, as a server does between
+/// requests: with the model's heat from an earlier run and a page cache that lost the
+/// model, the experts past runs selected most are read in before the first line arrives,
+/// and the first turn finds them resident. The reply is the cold chat's; nothing stays
+/// cached outside the budget.
+#[test]
+fn generate_chat_warms_the_expert_cache_while_the_user_types() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
+    let min = plan(&model, &["-c", "1024"])["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB)
+        .to_string();
+    let heat = dir.path().join("heat");
+    let stats_path = dir.path().join("chat.json");
+    let line = "Name three rivers of Europe.";
+    // An earlier run leaves the heat.
+    let seed = ["--ram-budget-mb", min.as_str(), "--heat-dir"];
+    let mut seed = seed.to_vec();
+    seed.push(heat.to_str().unwrap());
+    generate(&model, dir.path(), "seed", &seed, "16");
+    // A chat after the page cache lost the model (`warm` reads the heat; `cold` does not).
+    let chat = |warm: bool| -> (String, Snapshot) {
+        epm_sys::cache::drop_file_cache(&model).unwrap();
+        let mut child = Command::new(bin())
+            .args(["generate", "--chat", "-m", model.to_str().unwrap()])
+            .args(["-n", "8", "-c", "1024", "-t", "2", "--ram-budget-mb", &min])
+            .arg("--stats-file")
+            .arg(&stats_path)
+            .args(if warm {
+                vec!["--heat-dir", heat.to_str().unwrap()]
+            } else {
+                vec!["--no-warm-start"]
+            })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The first "> ": the model is loaded and the chat waits for a line.
+        let mut prompt = [0u8; 2];
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut prompt)
+            .unwrap();
+        assert_eq!(&prompt, b"> ");
+        if warm {
+            // The stats on SIGUSR2: the warm start under way before anything was typed.
+            let pid = child.id().to_string();
+            wait_for("the warm start", Duration::from_secs(30), || {
+                let _ = std::fs::remove_file(&stats_path);
+                let sent = Command::new("kill").args(["-USR2", &pid]).status();
+                assert!(sent.unwrap().success());
+                wait_for("the stats", Duration::from_secs(10), || stats_path.exists());
+                stats(&stats_path).experts.warm_start.experts > 0
+            });
+        }
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        drop(stdin);
+        let out = ok(&child.wait_with_output().unwrap());
+        (out, stats(&stats_path))
+    };
+    let (cold_out, cold) = chat(false);
+    assert_eq!(cold.experts.warm_start.experts, 0);
+    let (warm_out, warm) = chat(true);
+    assert_eq!(warm_out, cold_out, "the same reply");
+    let w = &warm.experts.warm_start;
+    assert!(w.experts > 0 && w.hits > 0 && w.hits <= w.experts, "{w:?}");
+    assert!(
+        warm.experts.prompt.misses < cold.experts.prompt.misses,
+        "{:?} against {:?}",
+        warm.experts.prompt,
+        cold.experts.prompt
+    );
+    for s in [&cold, &warm] {
+        assert_eq!(s.experts.stray_cache_bytes_at_exit, 0);
+        assert!(s.memory.peak_rss_bytes <= s.budget_bytes, "{:?}", s.memory);
+    }
 }

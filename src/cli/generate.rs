@@ -3,14 +3,15 @@
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use epm_core::units::MIB;
 use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
-use epm_engine::telemetry;
+use epm_engine::integrity::ModelIdentity;
+use epm_engine::{telemetry, warm};
 use epm_engine::{
     Engine, EngineError, Extras, SamplerOrder, SamplingError, SamplingParams, Session,
 };
@@ -57,6 +58,12 @@ pub struct GenerateArgs {
     /// Constrain the output with this GBNF grammar (a file; the start rule is `root`).
     #[arg(long)]
     grammar: Option<PathBuf>,
+    /// Where the expert heat is kept: a small file per model counting the experts past runs
+    /// selected, read at start (where more of the model is cached than the budget holds,
+    /// those are kept first) and written at the end (default: the user's cache folder, where
+    /// `serve` keeps it too). --no-warm-start neither reads nor writes it.
+    #[arg(long)]
+    heat_dir: Option<PathBuf>,
 }
 
 /// How tokens are picked: llama.cpp's samplers in llama-server's order, with its names
@@ -209,6 +216,15 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     }
     // Read and compiled before the model loads.
     let template = a.chat_args.template()?;
+    // A folder the user named must work (the default one only warns, at the end).
+    if let Some(dir) = a.heat_dir.as_ref().filter(|_| !a.run.paging.no_warm_start) {
+        super::paging::make_writable_dir(dir).map_err(|e| {
+            UsageError(format!(
+                "--heat-dir: {}: {e}; give a writable folder, or --no-warm-start",
+                dir.display()
+            ))
+        })?;
+    }
     // A chat's prompts grow and reuse the conversation, like a server's.
     let reuse = if a.chat {
         PromptReuse::Shared
@@ -265,9 +281,19 @@ fn generate(
         )),
         None => None,
     };
+    // Recorded before the load, as a server does: the heat file is named after it.
+    let identity = ModelIdentity::record(&run.index.files)
+        .with_context(|| format!("cannot read {}", run.index.files[0].display()))?;
+    let heat_dir = (!a.run.paging.no_warm_start).then(|| {
+        a.heat_dir
+            .clone()
+            .unwrap_or_else(super::paging::default_state_dir)
+    });
+    let mut engine_opts = run.engine.clone();
+    let heat = warm::heat_before_load(heat_dir.as_deref(), &identity, &run.index, &mut engine_opts);
     let engine = Engine::load(
         run.index.clone(),
-        run.engine.clone(),
+        engine_opts,
         run.stats.clone(),
         progress::loading(),
     )?;
@@ -299,6 +325,10 @@ fn generate(
         );
     }
     let mut session = engine.start(opts)?;
+    if let Some(heat) = heat {
+        // Never read while idle here (a run has no idle time); written at the end.
+        session.warm_start_from(heat);
+    }
     let mut out = std::io::stdout().lock();
     if a.chat {
         chat(&engine, &mut session, a, template, &sampling, &mut out)?;
@@ -314,6 +344,7 @@ fn generate(
         run_job(&mut generator, job, &mut out)?;
         writeln!(out)?;
     }
+    session.save_heat();
     session.finish();
     Ok(())
 }
@@ -384,6 +415,30 @@ fn drain(rx: &Receiver<Event>, text: &mut String, out: &mut dyn Write) -> Result
 
 /// An interactive chat on stdin with the model's chat template. The conversation's KV
 /// stays in the slot's cache, so each turn evaluates only its new tokens.
+/// Standard input's lines, read on a thread of their own; the channel closes at its end.
+fn stdin_lines() -> Receiver<std::io::Result<String>> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut line = String::new();
+            match stdin.read_line(&mut line) {
+                Ok(0) => return,
+                Ok(_) => {
+                    if tx.send(Ok(line)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
 fn chat(
     engine: &Engine,
     session: &mut Session<'_>,
@@ -400,14 +455,23 @@ fn chat(
         .iter()
         .map(|s| serde_json::json!({"role": "system", "content": s}))
         .collect();
-    let stdin = std::io::stdin();
+    // Lines are read on a thread of their own, so that while the user types, the warm start
+    // reads in the experts past runs selected most (`crate::warm`), as a server does
+    // between requests.
+    let lines = stdin_lines();
     loop {
         write!(out, "> ")?;
         out.flush()?;
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 {
+        let line = loop {
+            match generator.wait_idle(&lines) {
+                Ok(line) => break Some(line?),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        let Some(line) = line else {
             break;
-        }
+        };
         let line = line.trim_end_matches(['\n', '\r']);
         if line.is_empty() {
             continue;

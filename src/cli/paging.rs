@@ -1,6 +1,6 @@
 //! How experts are paged: the paging flags of the commands that run a model.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
@@ -92,12 +92,33 @@ pub struct PagingArgs {
     pub trace_file: Option<PathBuf>,
     /// Start cold: drop the model's experts that the page cache holds at start (without
     /// this flag, those an earlier run left are kept as resident, as many as the budget
-    /// holds, rather than read again), and in `serve`, do not read while idle the experts
-    /// that earlier runs of this model selected most (a small file per model in
-    /// --prompt-cache-dir counts them; without this flag a restarted server fills its
-    /// expert cache with them before the first request).
+    /// holds, rather than read again, those that earlier runs of this model selected most
+    /// first), and in `serve`, do not read while idle the experts that earlier runs
+    /// selected most (a small file per model counts them, in `serve --prompt-cache-dir` or
+    /// `generate --heat-dir`; without this flag a restarted server fills its expert cache
+    /// with them before the first request). The file is then neither read nor written.
     #[arg(long)]
     pub no_warm_start: bool,
+}
+
+/// Make the folder `dir` if need be and check that it is writable: a file can be made there
+/// (and goes at once).
+pub fn make_writable_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir).and_then(|()| {
+        tempfile::Builder::new()
+            .prefix(".probe-")
+            .tempfile_in(dir)
+            .map(drop)
+    })
+}
+
+/// Where runs keep what outlives them when not told otherwise: the user's cache folder
+/// (the prompt store's folders and the expert heat of `serve`, the heat of `generate`).
+pub fn default_state_dir() -> PathBuf {
+    dirs::cache_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("epm")
+        .join("prompts")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

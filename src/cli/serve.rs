@@ -73,12 +73,9 @@ pub struct ServeArgs {
 
 /// Where the server keeps what outlives it: the prompt store's folders and the expert heat.
 fn state_dir(a: &ServeArgs) -> PathBuf {
-    a.prompt_cache_dir.clone().unwrap_or_else(|| {
-        dirs::cache_dir()
-            .unwrap_or_else(std::env::temp_dir)
-            .join("epm")
-            .join("prompts")
-    })
+    a.prompt_cache_dir
+        .clone()
+        .unwrap_or_else(super::paging::default_state_dir)
 }
 
 /// The folder under which the prompt store keeps its folders, its capacity and when it
@@ -89,13 +86,7 @@ fn prompt_store(a: &ServeArgs) -> Result<Option<PromptStoreOptions>> {
     }
     let given = a.prompt_cache_dir.is_some();
     let parent = state_dir(a);
-    // Writable: a file can be made there (and goes at once).
-    let made = std::fs::create_dir_all(&parent).and_then(|()| {
-        tempfile::Builder::new()
-            .prefix(".probe-")
-            .tempfile_in(&parent)
-            .map(drop)
-    });
+    let made = super::paging::make_writable_dir(&parent);
     // A folder the user named must work; the default one may fall back to no store.
     let refuse = |why: String| -> Result<Option<PromptStoreOptions>> {
         if given {

@@ -87,10 +87,13 @@ pub fn min_budget_mb(model: &Path, extra: &[&str]) -> u64 {
         .div_ceil(MIB)
 }
 
-/// `generate` arguments: `prompt`, `n` tokens, ctx 1024, 2 threads, stats to `stats`.
+/// `generate` arguments: `prompt`, `n` tokens, ctx 1024, 2 threads, stats to `stats`, the
+/// expert heat in the tests' own folder (each test's model is a file of its own, so its
+/// heat is too).
 pub fn generate_args(model: &Path, prompt: &str, n: &str, stats: &Path) -> Vec<String> {
     let model = model.to_str().unwrap();
     let stats = stats.to_str().unwrap();
+    let heat = concat!(env!("CARGO_TARGET_TMPDIR"), "/heat");
     [
         "generate",
         "-m",
@@ -105,6 +108,8 @@ pub fn generate_args(model: &Path, prompt: &str, n: &str, stats: &Path) -> Vec<S
         "2",
         "--stats-file",
         stats,
+        "--heat-dir",
+        heat,
     ]
     .map(String::from)
     .to_vec()
@@ -123,6 +128,11 @@ pub fn generate(
     let logits = dir.join(format!("{tag}.logits"));
     let stats_path = dir.join(format!("{tag}.json"));
     let mut args = generate_args(model, prompt, n, &stats_path);
+    // A heat folder of the test's own replaces the default one.
+    if extra.contains(&"--heat-dir") {
+        let at = args.iter().position(|a| a == "--heat-dir").unwrap();
+        args.drain(at..at + 2);
+    }
     args.extend([
         "--dump-logits".to_string(),
         logits.to_str().unwrap().to_string(),

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
 
-use epm_core::heat::ExpertHeat;
 use epm_core::pager::Phase;
 use epm_core::prefix::{self, PromptSplit, SeqCache};
 use epm_core::prompt_store::SavedFile;
@@ -22,7 +21,7 @@ use crate::hook::{attach, GoneProbe, HookedContext, Stopped};
 use crate::integrity::bytes_sum;
 use crate::prefix_file;
 use crate::sampling::{Pick, Picked, Sampler};
-use crate::warm::WarmStart;
+use crate::warm::{PastHeat, WarmStart};
 use epm_sys::fs::{read_whole_uncached, write_whole_uncached, PageBuf};
 
 /// One decode step of one sequence: `token` at position `pos`.
@@ -510,13 +509,13 @@ impl<'e> Session<'e> {
         Ok(())
     }
 
-    /// Read the experts past runs selected most (`past`, their heat in the file at `path`:
-    /// [`crate::warm::past_heat`]) into the expert cache's free room while idle
-    /// ([`Session::warm_step`]), and keep this run's selections there for the next
-    /// ([`Session::save_heat`]). Nothing for an unpaged run.
-    pub fn warm_start_from(&mut self, path: std::path::PathBuf, past: ExpertHeat) {
+    /// Read the experts past runs selected most (`past`: [`crate::warm::heat_before_load`])
+    /// into the expert cache's free room while idle ([`Session::warm_step`]), and keep this
+    /// run's selections in its file for the next ([`Session::save_heat`]). Nothing for an
+    /// unpaged run.
+    pub fn warm_start_from(&mut self, past: PastHeat) {
         if self.engine.paged() {
-            self.warm = WarmStart::open(path, past, self.engine.stats());
+            self.warm = WarmStart::open(past.path, past.heat, self.engine.stats());
         }
     }
 

@@ -59,6 +59,32 @@ pub fn past_heat(path: &Path, index: &ModelIndex) -> ExpertHeat {
     }
 }
 
+/// The heat past runs left for a model, read before its load: where it lives and what it
+/// held.
+pub struct PastHeat {
+    pub path: PathBuf,
+    pub heat: ExpertHeat,
+}
+
+/// For a run that keeps heat under `dir` (`None`: a cold start by request) and pages the
+/// experts of `index` (`options.mode`; an unpaged run keeps none): the heat past runs of
+/// the model `identity` left ([`past_heat`]), with `options.paging.keep_first` set to its
+/// hottest, so that where more of the model is cached at start than the budget holds, the
+/// experts kept are those past runs selected most. Read before the load for that reason;
+/// the session takes it afterwards ([`crate::Session::warm_start_from`]).
+pub fn heat_before_load(
+    dir: Option<&Path>,
+    identity: &ModelIdentity,
+    index: &ModelIndex,
+    options: &mut crate::EngineOptions,
+) -> Option<PastHeat> {
+    let dir = dir.filter(|_| options.mode.pages_experts_of(index))?;
+    let path = heat_file(dir, identity);
+    let heat = past_heat(&path, index);
+    options.paging.keep_first = heat.hottest();
+    Some(PastHeat { path, heat })
+}
+
 /// A warm start in progress, and the heat it came from.
 pub(crate) struct WarmStart {
     path: PathBuf,

@@ -631,18 +631,13 @@ pub(crate) fn engine_main(
             return;
         }
     };
-    // Read before the load: where more of the model is cached than the budget holds, the
-    // experts kept are those past runs selected most. An unpaged server keeps no heat.
-    let paged = opts.engine.mode.pages_experts_of(&opts.index);
-    let heat = opts.heat_dir.as_ref().filter(|_| paged).map(|dir| {
-        let path = epm_engine::warm::heat_file(dir, &identity);
-        let past = epm_engine::warm::past_heat(&path, &opts.index);
-        (path, past)
-    });
     let mut engine_opts = opts.engine;
-    if let Some((_, past)) = &heat {
-        engine_opts.paging.keep_first = past.hottest();
-    }
+    let heat = epm_engine::warm::heat_before_load(
+        opts.heat_dir.as_deref(),
+        &identity,
+        &opts.index,
+        &mut engine_opts,
+    );
     let engine = match Engine::load(opts.index, engine_opts, opts.stats.clone(), None) {
         Ok(e) => Arc::new(e),
         Err(e) => {
@@ -664,8 +659,8 @@ pub(crate) fn engine_main(
             return;
         }
     };
-    if let Some((path, past)) = heat {
-        session.warm_start_from(path, past);
+    if let Some(heat) = heat {
+        session.warm_start_from(heat);
     }
     let store = opts
         .prompt_store

@@ -683,6 +683,13 @@ impl<'b, B: Backend> Generator<'b, B> {
         self.active() == 0 && self.waiting.is_empty()
     }
 
+    /// While idle, the next item from `rx` (a job, a chat's next line): one step of the warm
+    /// start first, then a wait of 2 ms while it has more to do, 100 ms otherwise.
+    pub fn wait_idle<T>(&mut self, rx: &Receiver<T>) -> Result<T, RecvTimeoutError> {
+        let warming = self.idle() && self.backend.warm_step();
+        rx.recv_timeout(Duration::from_millis(if warming { 2 } else { 100 }))
+    }
+
     /// Drop jobs whose receiver has gone, start waiting jobs in free slots, and run one
     /// decode step of every active slot.
     pub fn step(&mut self) {
@@ -732,9 +739,8 @@ impl<'b, B: Backend> Generator<'b, B> {
                     *saved = true;
                 }
             }
-            let warming = idle && self.backend.warm_step();
             let next = if idle {
-                jobs.recv_timeout(Duration::from_millis(if warming { 2 } else { 100 }))
+                self.wait_idle(jobs)
             } else {
                 jobs.try_recv().map_err(|e| match e {
                     TryRecvError::Empty => RecvTimeoutError::Timeout,
