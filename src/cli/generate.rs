@@ -326,7 +326,8 @@ fn generate(
     }
     let mut session = engine.start(opts)?;
     if let Some(heat) = heat {
-        // Never read while idle here (a run has no idle time); written at the end.
+        // Read in only while a chat waits for its next line (one prompt has no idle
+        // time); this run's selections are added to the file at the end.
         session.warm_start_from(heat);
     }
     let mut out = std::io::stdout().lock();
@@ -413,8 +414,6 @@ fn drain(rx: &Receiver<Event>, text: &mut String, out: &mut dyn Write) -> Result
     Ok(())
 }
 
-/// An interactive chat on stdin with the model's chat template. The conversation's KV
-/// stays in the slot's cache, so each turn evaluates only its new tokens.
 /// Standard input's lines, read on a thread of their own; the channel closes at its end.
 fn stdin_lines() -> Receiver<std::io::Result<String>> {
     let (tx, rx) = channel();
@@ -439,6 +438,8 @@ fn stdin_lines() -> Receiver<std::io::Result<String>> {
     rx
 }
 
+/// An interactive chat on stdin with the model's chat template. The conversation's KV
+/// stays in the slot's cache, so each turn evaluates only its new tokens.
 fn chat(
     engine: &Engine,
     session: &mut Session<'_>,
