@@ -13,6 +13,24 @@ fn generate(model: &Path, dir: &Path, tag: &str, mode: &[&str], n: &str) -> (Vec
     common::generate(model, dir, tag, PROMPT, n, mode)
 }
 
+/// A tiny model of 64 experts per layer in `dir`, and its minimum budget at a 1024-token
+/// context in MiB: enough experts that the budget keeps only some.
+fn tiny_at_its_minimum(dir: &Path) -> (std::path::PathBuf, u64) {
+    let model = synth(dir, "tiny", &["--experts", "64"]);
+    let min_mb = plan(&model, &["-c", "1024"])["min_budget_bytes"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(MIB);
+    (model, min_mb)
+}
+
+/// A paged run's promises: nothing of the model cached outside the budget at exit, and
+/// its peak RSS within the budget.
+fn assert_within_budget(s: &Snapshot) {
+    assert_eq!(s.experts.stray_cache_bytes_at_exit, 0);
+    assert!(s.memory.peak_rss_bytes <= s.budget_bytes, "{:?}", s.memory);
+}
+
 #[test]
 fn paged_output_is_bit_identical_at_three_budgets() {
     let _serial = serial();
@@ -584,11 +602,7 @@ fn probe_paging_measures_both_read_and_drop_paths_and_drops_what_it_read() {
 fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
-    let min_mb = plan(&model, &["-c", "1024"])["min_budget_bytes"]
-        .as_u64()
-        .unwrap()
-        .div_ceil(MIB);
+    let (model, min_mb) = tiny_at_its_minimum(dir.path());
     let b = (min_mb + 24).to_string();
     let (ref_logits, _) = generate(&model, dir.path(), "ref", &["--no-pager"], "24");
     // Cold by request: the file's pages from synth and the reference run are dropped.
@@ -679,12 +693,8 @@ fn experts_an_earlier_run_left_in_the_page_cache_are_kept_not_read_again() {
 fn generate_keeps_first_the_cached_experts_past_runs_selected_most() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
-    let min = plan(&model, &["-c", "1024"])["min_budget_bytes"]
-        .as_u64()
-        .unwrap()
-        .div_ceil(MIB)
-        .to_string();
+    let (model, min_mb) = tiny_at_its_minimum(dir.path());
+    let min = min_mb.to_string();
     let heat = dir.path().join("heat");
     let none = dir.path().join("no-heat");
     let heat_files = |d: &Path| -> Vec<std::path::PathBuf> {
@@ -741,10 +751,8 @@ fn generate_keeps_first_the_cached_experts_past_runs_selected_most() {
         by_heat.experts.prompt,
         by_number.experts.prompt
     );
-    for s in [&by_number, &by_heat] {
-        assert_eq!(s.experts.stray_cache_bytes_at_exit, 0);
-        assert!(s.memory.peak_rss_bytes <= s.budget_bytes, "{:?}", s.memory);
-    }
+    assert_within_budget(&by_number);
+    assert_within_budget(&by_heat);
     // The folder without heat got its first file.
     assert_eq!(heat_files(&none).len(), 1);
 }
@@ -760,12 +768,8 @@ fn generate_chat_warms_the_expert_cache_while_the_user_types() {
     use std::process::{Command, Stdio};
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "tiny", &["--experts", "64"]);
-    let min = plan(&model, &["-c", "1024"])["min_budget_bytes"]
-        .as_u64()
-        .unwrap()
-        .div_ceil(MIB)
-        .to_string();
+    let (model, min_mb) = tiny_at_its_minimum(dir.path());
+    let min = min_mb.to_string();
     let heat = dir.path().join("heat");
     let stats_path = dir.path().join("chat.json");
     let line = "Name three rivers of Europe.";
@@ -830,8 +834,6 @@ fn generate_chat_warms_the_expert_cache_while_the_user_types() {
         warm.experts.prompt,
         cold.experts.prompt
     );
-    for s in [&cold, &warm] {
-        assert_eq!(s.experts.stray_cache_bytes_at_exit, 0);
-        assert!(s.memory.peak_rss_bytes <= s.budget_bytes, "{:?}", s.memory);
-    }
+    assert_within_budget(&cold);
+    assert_within_budget(&warm);
 }
