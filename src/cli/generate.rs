@@ -2,7 +2,7 @@
 //! within a RAM budget. Both are clients of the engine's generation core with one slot.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 
 use anyhow::{bail, Context, Result};
@@ -216,15 +216,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     }
     // Read and compiled before the model loads.
     let template = a.chat_args.template()?;
-    // A folder the user named must work (the default one only warns, at the end).
-    if let Some(dir) = a.heat_dir.as_ref().filter(|_| !a.run.paging.no_warm_start) {
-        super::paging::make_writable_dir(dir).map_err(|e| {
-            UsageError(format!(
-                "--heat-dir: {}: {e}; give a writable folder, or --no-warm-start",
-                dir.display()
-            ))
-        })?;
-    }
+    let heat_dir = heat_dir(&a)?;
     // A chat's prompts grow and reuse the conversation, like a server's.
     let reuse = if a.chat {
         PromptReuse::Shared
@@ -235,7 +227,8 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         .run
         .set_up(1, reuse, &[("--dump-logits", &a.dump_logits)])?;
     let disk = run.disk_mb_per_s;
-    let result = read_prompt(&a).and_then(|prompt| generate(&a, &run, prompt, template.as_deref()));
+    let result = read_prompt(&a)
+        .and_then(|prompt| generate(&a, &run, heat_dir.as_deref(), prompt, template.as_deref()));
     let ok = result.is_ok();
     let stats = run.finish(ok)?;
     result?;
@@ -257,6 +250,24 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     Ok(())
 }
 
+/// Where the expert heat is kept, `None` with --no-warm-start. A folder the user named
+/// must be writable (the default one is only warned about, at the end).
+fn heat_dir(a: &GenerateArgs) -> Result<Option<PathBuf>> {
+    if a.run.paging.no_warm_start {
+        return Ok(None);
+    }
+    let Some(dir) = &a.heat_dir else {
+        return Ok(Some(super::paging::default_state_dir()));
+    };
+    super::paging::make_writable_dir(dir).map_err(|e| {
+        UsageError(format!(
+            "--heat-dir: {}: {e}; give a writable folder, or --no-warm-start",
+            dir.display()
+        ))
+    })?;
+    Ok(Some(dir.clone()))
+}
+
 fn read_prompt(a: &GenerateArgs) -> Result<String> {
     Ok(match (&a.prompt, &a.file) {
         (Some(p), _) => p.clone(),
@@ -272,6 +283,7 @@ fn read_prompt(a: &GenerateArgs) -> Result<String> {
 fn generate(
     a: &GenerateArgs,
     run: &ModelRun,
+    heat_dir: Option<&Path>,
     prompt: String,
     template: Option<&str>,
 ) -> Result<()> {
@@ -281,16 +293,17 @@ fn generate(
         )),
         None => None,
     };
-    // Recorded before the load, as a server does: the heat file is named after it.
-    let identity = ModelIdentity::record(&run.index.files)
-        .with_context(|| format!("cannot read {}", run.index.files[0].display()))?;
-    let heat_dir = (!a.run.paging.no_warm_start).then(|| {
-        a.heat_dir
-            .clone()
-            .unwrap_or_else(super::paging::default_state_dir)
-    });
     let mut engine_opts = run.engine.clone();
-    let heat = warm::heat_before_load(heat_dir.as_deref(), &identity, &run.index, &mut engine_opts);
+    // The heat file is named after the model files' identity, recorded before the load as a
+    // server does (only where heat is kept: it reads the header).
+    let heat = match heat_dir {
+        Some(dir) => {
+            let identity = ModelIdentity::record(&run.index.files)
+                .with_context(|| format!("cannot read {}", run.index.files[0].display()))?;
+            warm::heat_before_load(Some(dir), &identity, &run.index, &mut engine_opts)
+        }
+        None => None,
+    };
     let engine = Engine::load(
         run.index.clone(),
         engine_opts,
@@ -418,20 +431,10 @@ fn drain(rx: &Receiver<Event>, text: &mut String, out: &mut dyn Write) -> Result
 fn stdin_lines() -> Receiver<std::io::Result<String>> {
     let (tx, rx) = channel();
     std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        loop {
-            let mut line = String::new();
-            match stdin.read_line(&mut line) {
-                Ok(0) => return,
-                Ok(_) => {
-                    if tx.send(Ok(line)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
+        for line in std::io::stdin().lock().lines() {
+            let failed = line.is_err();
+            if tx.send(line).is_err() || failed {
+                return;
             }
         }
     });
@@ -473,7 +476,7 @@ fn chat(
         let Some(line) = line else {
             break;
         };
-        let line = line.trim_end_matches(['\n', '\r']);
+        // `lines()` took the line ending off.
         if line.is_empty() {
             continue;
         }
