@@ -1,10 +1,11 @@
-//! The stats file: written on SIGUSR2 during a run and at exit, always whole.
+//! The stats file: written on SIGUSR2 during a run and at exit, always whole; and what
+//! `generate` keeps when Ctrl-C or SIGTERM stops it (its text, the stats, the expert heat).
 
 mod common;
 
 use common::*;
-use std::io::Read;
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 /// A stats file's bytes as the typed snapshot: every key of the documented schema must be
@@ -116,4 +117,173 @@ fn stats_at_exit_report_honest_figures() {
     assert_eq!(per_layer_prompt_misses, p.misses);
     assert!(v.io.read_bytes > 0);
     assert_eq!(v.tokens.generated, v.tokens.generated_ids.len() as u64);
+}
+
+/// Send `sig` (`-INT`, `-TERM`) to `child`.
+fn signal(child: &Child, sig: &str) {
+    let sent = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Read `out` until what was read ends with `until`; returns it.
+fn read_until(out: &mut ChildStdout, until: &[u8]) -> Vec<u8> {
+    let mut read = Vec::new();
+    let mut byte = [0u8; 1];
+    while !read.ends_with(until) {
+        out.read_exact(&mut byte).unwrap_or_else(|e| {
+            panic!(
+                "{e} before {until:?}; read: {}",
+                String::from_utf8_lossy(&read)
+            )
+        });
+        read.push(byte[0]);
+    }
+    read
+}
+
+/// `child`'s exit, within `secs` (killed and failed otherwise).
+fn exit_within(child: &mut Child, secs: u64) -> ExitStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("still running {secs} s after it was told to stop");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `generate` on `model` with the stats in `dir/<tag>.json` and the heat in `dir/heat`,
+/// never stopping at an end-of-generation token, greedy.
+fn long_generation(model: &std::path::Path, dir: &std::path::Path, tag: &str) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(["generate", "-m", model.to_str().unwrap()])
+        .args(["--ignore-eos", "--temp", "0", "-c", "4096", "-t", "2"])
+        .args(["--ram-budget-mb", "2048", "--stats-file"])
+        .arg(dir.join(format!("{tag}.json")))
+        .arg("--heat-dir")
+        .arg(dir.join("heat"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// The heat files under `dir/heat`.
+fn heat_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir.join("heat")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn ctrl_c_stops_a_generation_and_keeps_its_text_stats_and_heat() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    let prompt = "The quick brown fox";
+    let mut child = long_generation(&model, dir.path(), "stopped")
+        .args(["-p", prompt, "-n", "3000"])
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    let stdout = child.stdout.as_mut().unwrap();
+    stdout.read_exact(&mut first).unwrap();
+    signal(&child, "-INT");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted: by Ctrl-C"), "{err}");
+    let s = stats(&dir.path().join("stopped.json"));
+    assert!(!s.complete, "a stopped run is not complete");
+    let n = s.tokens.generated;
+    assert!(n > 0 && n < 3000, "{n} tokens generated");
+    assert_eq!(heat_files(dir.path()), 1, "the heat is kept");
+    // What it printed is the start of what the same run prints when it ends there.
+    let mut text = first.to_vec();
+    text.extend_from_slice(&out.stdout);
+    let text = String::from_utf8(text).unwrap();
+    let whole = long_generation(&model, dir.path(), "whole")
+        .args(["-p", prompt, "-n", &n.to_string()])
+        .output()
+        .unwrap();
+    let whole = ok(&whole);
+    let text = text.trim_end_matches('\n');
+    assert!(
+        !text.is_empty() && whole.starts_with(text),
+        "{text:?} against {whole:?}"
+    );
+}
+
+#[test]
+fn a_chat_s_ctrl_c_stops_the_reply_and_a_ctrl_c_at_the_prompt_ends_the_chat() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    let mut child = long_generation(&model, dir.path(), "chat")
+        .args(["--chat", "-n", "3000"])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    read_until(&mut stdout, b"> ");
+    for line in ["Tell me a long story.", "Go on."] {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        // The reply has begun: stop it, and the chat asks for the next line.
+        let mut first = [0u8; 1];
+        stdout.read_exact(&mut first).unwrap();
+        signal(&child, "-INT");
+        read_until(&mut stdout, b"\n> ");
+    }
+    // Ctrl-C at the prompt, with stdin still open, ends the chat.
+    signal(&child, "-INT");
+    let status = exit_within(&mut child, 60);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    let s = stats(&dir.path().join("chat.json"));
+    assert!(!s.complete);
+    assert!(
+        s.tokens.generated > 0 && s.tokens.generated < 2 * 3000,
+        "{} tokens generated",
+        s.tokens.generated
+    );
+    assert_eq!(heat_files(dir.path()), 1, "the heat is kept");
+    drop(stdin);
+}
+
+#[test]
+fn sigterm_during_a_chat_reply_ends_the_chat() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "tiny", &[]);
+    let mut child = long_generation(&model, dir.path(), "chat")
+        .args(["--chat", "-n", "3000"])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    read_until(&mut stdout, b"> ");
+    writeln!(stdin, "Tell me a long story.").unwrap();
+    stdin.flush().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    signal(&child, "-TERM");
+    // It does not wait for another line: stdin is still open.
+    let status = exit_within(&mut child, 60);
+    assert_eq!(status.code(), Some(130));
+    let s = stats(&dir.path().join("chat.json"));
+    assert!(!s.complete && s.tokens.generated < 3000, "{:?}", s.tokens);
+    assert_eq!(heat_files(dir.path()), 1, "the heat is kept");
+    drop(stdin);
 }

@@ -24,9 +24,18 @@ pub const INTERRUPTED: i32 = 130;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Stopped by Ctrl-C or SIGTERM, after cleaning up: what a command had done so far is
+/// kept (the text printed, the stats file, the expert heat).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted: {0}")]
+pub struct Interrupted(pub &'static str);
+
 /// The exit code for an error: the first cause in the chain that decides it.
 pub fn code(e: &anyhow::Error) -> i32 {
     for cause in e.chain() {
+        if cause.is::<Interrupted>() {
+            return INTERRUPTED;
+        }
         if cause.is::<UsageError>() || cause.is::<BelowMinimum>() || cause.is::<TraceError>() {
             return BAD_INPUT;
         }
@@ -81,6 +90,10 @@ mod tests {
         );
         assert_eq!(
             code(&anyhow::Error::new(HarnessError::Interrupted)),
+            INTERRUPTED
+        );
+        assert_eq!(
+            code(&anyhow::Error::new(Interrupted("by Ctrl-C")).context("generating")),
             INTERRUPTED
         );
         assert_eq!(

@@ -9,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use epm_core::units::MIB;
-use epm_engine::generation::{Constraint, Event, EventSink, GenerationCounters, Generator, Job};
+use epm_engine::generation::{
+    Constraint, Event, EventSink, GenerationCounters, Generator, Job, SinkGoneProbe,
+};
 use epm_engine::integrity::ModelIdentity;
 use epm_engine::{telemetry, warm};
 use epm_engine::{
@@ -17,9 +19,10 @@ use epm_engine::{
 };
 
 use super::chat_args::ChatArgs;
-use super::exit::UsageError;
+use super::exit::{Interrupted, UsageError};
 use super::model_run::{ModelRun, ModelRunArgs, PromptReuse};
 use super::progress;
+use super::signals::StopSignals;
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -217,6 +220,8 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     // Read and compiled before the model loads.
     let template = a.chat_args.template()?;
     let heat_dir = heat_dir(&a)?;
+    // From here on, Ctrl-C stops the generation (a chat's reply) rather than the process.
+    let stop = StopSignals::install()?;
     // A chat's prompts grow and reuse the conversation, like a server's.
     let reuse = if a.chat {
         PromptReuse::Shared
@@ -227,8 +232,16 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         .run
         .set_up(1, reuse, &[("--dump-logits", &a.dump_logits)])?;
     let disk = run.disk_mb_per_s;
-    let result = read_prompt(&a)
-        .and_then(|prompt| generate(&a, &run, heat_dir.as_deref(), prompt, template.as_deref()));
+    let result = read_prompt(&a).and_then(|prompt| {
+        generate(
+            &a,
+            &run,
+            heat_dir.as_deref(),
+            &stop,
+            prompt,
+            template.as_deref(),
+        )
+    });
     let ok = result.is_ok();
     let stats = run.finish(ok)?;
     result?;
@@ -280,10 +293,13 @@ fn read_prompt(a: &GenerateArgs) -> Result<String> {
     })
 }
 
+/// Load the model and generate for the prompt (or chat); where a stop signal came, what was
+/// done so far is kept (the text printed, the heat saved) and the result is [`Interrupted`].
 fn generate(
     a: &GenerateArgs,
     run: &ModelRun,
     heat_dir: Option<&Path>,
+    stop: &StopSignals,
     prompt: String,
     template: Option<&str>,
 ) -> Result<()> {
@@ -345,7 +361,15 @@ fn generate(
     }
     let mut out = std::io::stdout().lock();
     if a.chat {
-        chat(&engine, &mut session, a, template, &sampling, &mut out)?;
+        chat(
+            &engine,
+            &mut session,
+            a,
+            template,
+            &sampling,
+            stop,
+            &mut out,
+        )?;
     } else {
         let mut generator = Generator::new(&mut session, Default::default());
         let job = |events| {
@@ -355,19 +379,30 @@ fn generate(
                 .with_logits(logits.map(|w| Box::new(w) as Box<dyn Write + Send>))
                 .with_constraint(constraint.clone())
         };
-        run_job(&mut generator, job, &mut out)?;
+        run_job(&mut generator, job, stop, &mut out)?;
         writeln!(out)?;
     }
     session.save_heat();
     session.finish();
+    if stop.any() {
+        let by = if stop.terminated() {
+            "by SIGTERM"
+        } else {
+            "by Ctrl-C"
+        };
+        return Err(Interrupted(by).into());
+    }
     Ok(())
 }
 
 /// A job's events: prefill progress drawn at once as a bar on the terminal (the core runs
 /// on this thread, so queued events would only be seen after the prefill), the rest queued.
+/// A stop signal closes it, which ends the job at the next step, or in its prefill between
+/// graph nodes.
 struct WithPrefillBar {
     events: Sender<Event>,
     bar: indicatif::ProgressBar,
+    stop: StopSignals,
 }
 
 impl EventSink for WithPrefillBar {
@@ -384,18 +419,31 @@ impl EventSink for WithPrefillBar {
             other => self.events.send(other).is_ok(),
         }
     }
+
+    fn is_closed(&self) -> bool {
+        self.stop.any()
+    }
+
+    fn gone_probe(&self) -> Option<SinkGoneProbe> {
+        let stop = self.stop.clone();
+        Some(std::sync::Arc::new(move || stop.any()))
+    }
 }
 
-/// Run one job on the core, printing its text as it comes; returns the text.
+/// Run one job on the core, printing its text as it comes, until it ends or a stop signal
+/// comes; returns the text.
 fn run_job(
     generator: &mut Generator<'_, Session<'_>>,
     job: impl FnOnce(Box<dyn EventSink>) -> Job,
+    stop: &StopSignals,
     out: &mut dyn Write,
 ) -> Result<String> {
     let (tx, rx) = channel();
+    let bar = progress::prefill();
     generator.submit(job(Box::new(WithPrefillBar {
         events: tx,
-        bar: progress::prefill(),
+        bar: bar.clone(),
+        stop: stop.clone(),
     })));
     let mut text = String::new();
     while !generator.idle() {
@@ -403,6 +451,8 @@ fn run_job(
         drain(&rx, &mut text, out)?;
     }
     drain(&rx, &mut text, out)?;
+    // A prefill stopped part way leaves its bar drawn.
+    bar.finish_and_clear();
     Ok(text)
 }
 
@@ -442,13 +492,16 @@ fn stdin_lines() -> Receiver<std::io::Result<String>> {
 }
 
 /// An interactive chat on stdin with the model's chat template. The conversation's KV
-/// stays in the slot's cache, so each turn evaluates only its new tokens.
+/// stays in the slot's cache, so each turn evaluates only its new tokens. Ctrl-C during a
+/// reply stops it (what it said stays in the conversation) and waits for the next line;
+/// Ctrl-C while waiting for one, SIGTERM, or the end of stdin ends the chat.
 fn chat(
     engine: &Engine,
     session: &mut Session<'_>,
     a: &GenerateArgs,
     template: Option<&str>,
     sampling: &SamplingParams,
+    stop: &StopSignals,
     out: &mut dyn Write,
 ) -> Result<()> {
     let renderer = engine.chat_renderer(template)?;
@@ -467,6 +520,10 @@ fn chat(
         write!(out, "> ")?;
         out.flush()?;
         let line = loop {
+            if stop.any() {
+                writeln!(out)?;
+                break None;
+            }
             match generator.wait_idle(&lines) {
                 Ok(line) => break Some(line?),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -506,6 +563,7 @@ fn chat(
                     .with_stop(a.stop.clone())
                     .with_reasoning_budget(budget)
             },
+            stop,
             out,
         )?;
         tracing::info!(
@@ -514,6 +572,14 @@ fn chat(
             engine.stats().reused_prompt_tokens.get() - reused_before
         );
         writeln!(out)?;
+        if stop.terminated() {
+            break;
+        }
+        if stop.take_ctrl_c() && reply.trim().is_empty() {
+            // Stopped before it said anything: the turn did not happen.
+            history.pop();
+            continue;
+        }
         history.push(serde_json::json!({
             "role": "assistant",
             "content": reply.trim().to_string(),
