@@ -159,7 +159,9 @@ def main():
                         with open(stats) as f:
                             after = json.load(f)
                         # Nothing but the warm start runs before the first turn.
-                        before = {"experts": {"warm_start": None, "prompt": {"misses": 0}}}
+                        before = {"experts": {"warm_start": None,
+                                              "prompt": {"misses": 0, "cache_hits": 0, "miss_bytes": 0}},
+                                  "prefetch": {"prompt": {"issued_bytes": 0}}}
                     else:
                         t0 = time.time()
                         proc, port = start_server(cg.wrap(cmd))
@@ -177,6 +179,14 @@ def main():
                        "warm_start_at_request": before["experts"]["warm_start"],
                        "warm_start_after": after["experts"]["warm_start"],
                        "prompt_misses": after["experts"]["prompt"]["misses"] - before["experts"]["prompt"]["misses"],
+                       # The prompt's selections found cached (the warm start's among them), and
+                       # the bytes it read: its misses and its reads ahead.
+                       "prompt_cache_hits": (after["experts"]["prompt"]["cache_hits"]
+                                             - before["experts"]["prompt"]["cache_hits"]),
+                       "prompt_read_bytes": (after["experts"]["prompt"]["miss_bytes"]
+                                             - before["experts"]["prompt"]["miss_bytes"]
+                                             + after["prefetch"]["prompt"]["issued_bytes"]
+                                             - before["prefetch"]["prompt"]["issued_bytes"]),
                        "decode_hit_rate": after["experts"]["decode"]["cache_hit_rate"],
                        "peak_rss_bytes": after["memory"]["peak_rss_bytes"], "cgroup": facts,
                        # A live server's stats have no exit audit (written when it stops).
@@ -184,11 +194,13 @@ def main():
                                                      if a.chat else None)}
                 rows.append(row)
                 print(json.dumps({k: row[k] for k in ("variant", "run", "ready_s", "ttft_s", "total_s", "warm_start_at_request",
-                                                       "prompt_misses")}), file=sys.stderr, flush=True)
+                                                       "prompt_misses", "prompt_cache_hits", "prompt_read_bytes")}),
+                      file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     med = {n: {k: statistics.median(r[k] for r in rows if r["variant"] == n)
-               for k in ("ready_s", "ttft_s", "total_s", "start_to_first_token_s")}
+               for k in ("ready_s", "ttft_s", "total_s", "start_to_first_token_s", "prompt_cache_hits",
+                         "prompt_read_bytes")}
            for n in variants}
     same = len({r["text"] for r in rows}) == 1
     what = ("the first request after a restart, this build against another, both with the warm start"

@@ -837,3 +837,79 @@ fn generate_chat_warms_the_expert_cache_while_the_user_types() {
     assert_within_budget(&cold);
     assert_within_budget(&warm);
 }
+
+/// The heat at `path`, decoded with the shape its own header gives.
+fn heat_in(path: &Path) -> epm_core::heat::ExpertHeat {
+    let bytes = std::fs::read(path).unwrap();
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let (n_expert, n_layers) = (word(12), word(16) as usize);
+    let layers: Vec<u32> = (0..n_layers).map(|i| word(20 + 4 * i)).collect();
+    epm_core::heat::ExpertHeat::decode(&bytes, &layers, n_expert).unwrap()
+}
+
+/// Two processes of one model at once: a chat saves its heat at its end on top of what a
+/// `generate` run saved while the chat was open, rather than over it.
+#[test]
+fn a_process_saves_its_heat_on_top_of_another_s_saved_meanwhile() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (model, min_mb) = tiny_at_its_minimum(dir.path());
+    let min = min_mb.to_string();
+    let heat_dir = dir.path().join("heat");
+    let heat_dir_arg = heat_dir.to_str().unwrap();
+    let heat_file = || {
+        let files: Vec<_> = std::fs::read_dir(&heat_dir).unwrap().collect();
+        assert_eq!(files.len(), 1, "one heat file per model");
+        files[0].as_ref().unwrap().path()
+    };
+    // A chat of one line; `meanwhile` runs once the chat has read the heat.
+    let chat = |meanwhile: &dyn Fn()| {
+        let mut child = Command::new(bin())
+            .args(["generate", "--chat", "-m", model.to_str().unwrap()])
+            .args(["-n", "8", "-c", "1024", "-t", "2", "--ram-budget-mb", &min])
+            .args(["--temp", "0", "--heat-dir", heat_dir_arg])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut prompt = [0u8; 2];
+        let stdout = child.stdout.as_mut().unwrap();
+        stdout.read_exact(&mut prompt).unwrap();
+        assert_eq!(&prompt, b"> ");
+        meanwhile();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "Name three rivers of Europe.").unwrap();
+        drop(stdin);
+        ok(&child.wait_with_output().unwrap());
+        heat_in(&heat_file())
+    };
+    // The chat alone.
+    let alone = chat(&|| {});
+    std::fs::remove_file(heat_file()).unwrap();
+    // The chat, with a one-shot run of another prompt started and ended while it is open.
+    let other = std::cell::RefCell::new(None);
+    let together = chat(&|| {
+        let args = ["--ram-budget-mb", min.as_str(), "--heat-dir", heat_dir_arg];
+        common::generate(
+            &model,
+            dir.path(),
+            "other",
+            "A list of prime numbers:",
+            "8",
+            &args,
+        );
+        *other.borrow_mut() = Some(heat_in(&heat_file()));
+    });
+    let other = other.into_inner().unwrap();
+    assert!(together != alone, "the other run's heat is kept");
+    // Every expert either run made hot is in the heat the chat saved.
+    let hot = |h: &epm_core::heat::ExpertHeat| -> std::collections::BTreeSet<(u32, u32)> {
+        h.hottest().into_iter().collect()
+    };
+    let mut both = hot(&alone);
+    both.extend(hot(&other));
+    assert_eq!(hot(&together), both);
+}

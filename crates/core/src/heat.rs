@@ -164,6 +164,69 @@ impl ExpertHeat {
     }
 }
 
+/// One process's part in a heat file that other processes of the same model (a server and
+/// a `generate`, two chats) may save too. A process saves more than once (while idle, at
+/// the end), each save replacing its last: the heat it started from with its run so far
+/// added. Where another process saved in between, that save is built on instead (with
+/// this run's selections since its own last save, as a run of their own), so that the
+/// file keeps both processes' runs rather than the last one's alone.
+#[derive(Debug, Clone)]
+pub struct HeatShare {
+    /// 1. What this process's selections since `from` are added to; of the same shape as
+    ///    every heat given to [`HeatShare::to_save`].
+    base: ExpertHeat,
+    /// 2. Per (layer, expert), this process's selections already in `base`: none, or
+    ///    those at a save of its own that another process built on.
+    from: Vec<u64>,
+    /// What the file held when this process last read or wrote it.
+    seen: ExpertHeat,
+    /// 3. Per (layer, expert), this process's selections at its last save; `from <=
+    ///    saved`, entry by entry.
+    saved: Vec<u64>,
+}
+
+impl HeatShare {
+    /// The part of a process that read `past` from the file at its start.
+    pub fn new(past: ExpertHeat) -> HeatShare {
+        let zeros = vec![0; past.heat.len()];
+        HeatShare {
+            seen: past.clone(),
+            base: past,
+            from: zeros.clone(),
+            saved: zeros,
+        }
+    }
+
+    /// What to write, given what the file holds `now` (`None`: nothing this model's heat,
+    /// which is then replaced) and this process's `selections` so far (in the heat's order,
+    /// never fewer than at an earlier call). [`HeatShare::saved`] once it is written.
+    pub fn to_save(&mut self, now: Option<ExpertHeat>, selections: &[u64]) -> ExpertHeat {
+        if let Some(now) = now.filter(|n| *n != self.seen && n.heat.len() == self.base.heat.len()) {
+            self.base = now;
+            self.from.clone_from(&self.saved);
+        }
+        let run: Vec<u64> = selections
+            .iter()
+            .zip(&self.from)
+            .map(|(&n, &f)| n.saturating_sub(f))
+            .collect();
+        self.base.after_run(&run)
+    }
+
+    /// `heat`, [`HeatShare::to_save`]'s answer for `selections`, is in the file.
+    pub fn saved(&mut self, heat: ExpertHeat, selections: &[u64]) {
+        self.seen = heat;
+        if selections.len() == self.saved.len() {
+            self.saved.copy_from_slice(selections);
+        }
+    }
+
+    /// The model's MoE layers (ascending) and experts per layer, to read the file with.
+    pub fn shape(&self) -> (&[u32], u32) {
+        (&self.base.layers, self.base.n_expert)
+    }
+}
+
 /// Little-endian reads with the remaining bytes checked first.
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -226,6 +289,63 @@ mod tests {
             h.after_run(&[1, 1, 1, 0]).hottest(),
             [(1, 0), (1, 1), (3, 0)]
         );
+    }
+
+    /// Invariants 1-3 of a share, with `check`'s on its heats.
+    fn check_share(s: &HeatShare) {
+        check(&s.base);
+        check(&s.seen);
+        assert_eq!(s.from.len(), s.base.heat.len(), "2");
+        assert!(s.from.iter().zip(&s.saved).all(|(f, n)| f <= n), "3");
+    }
+
+    /// `share`'s save for `selections` over the file's `now`, written.
+    fn save(share: &mut HeatShare, now: &ExpertHeat, selections: &[u64]) -> ExpertHeat {
+        let heat = share.to_save(Some(now.clone()), selections);
+        share.saved(heat.clone(), selections);
+        check_share(share);
+        heat
+    }
+
+    #[test]
+    fn a_process_s_saves_replace_its_own_and_build_on_another_s() {
+        let layers = [0, 1];
+        let past = ExpertHeat::empty(&layers, 2).after_run(&[1, 0, 1, 0]);
+        // Alone: each save is the past with the run so far, as one run.
+        let mut a = HeatShare::new(past.clone());
+        let first = save(&mut a, &past, &[2, 0, 0, 2]);
+        assert_eq!(first, past.after_run(&[2, 0, 0, 2]));
+        let file = save(&mut a, &first, &[4, 0, 0, 4]);
+        assert_eq!(file, past.after_run(&[4, 0, 0, 4]));
+        // Another process that started from the same past saves over it: it builds on
+        // what `a` saved, both runs kept.
+        let mut b = HeatShare::new(past.clone());
+        let file = save(&mut b, &file, &[0, 6, 0, 0]);
+        assert_eq!(file, past.after_run(&[4, 0, 0, 4]).after_run(&[0, 6, 0, 0]));
+        // `a` saves again: on `b`'s save, with what it selected since its last.
+        let file = save(&mut a, &file, &[4, 0, 0, 6]);
+        let both = past
+            .after_run(&[4, 0, 0, 4])
+            .after_run(&[0, 6, 0, 0])
+            .after_run(&[0, 0, 0, 2]);
+        assert_eq!(file, both);
+        // And again, nobody else in between: that save is replaced.
+        let file = save(&mut a, &file, &[4, 0, 0, 8]);
+        assert_eq!(
+            file,
+            past.after_run(&[4, 0, 0, 4])
+                .after_run(&[0, 6, 0, 0])
+                .after_run(&[0, 0, 0, 4])
+        );
+        // Every expert the past, `a` or `b` selected is in the heat.
+        assert_eq!(file.hottest().len(), 4);
+        // A file that is not this model's heat is replaced, not built on.
+        let mut c = HeatShare::new(past.clone());
+        assert_eq!(
+            c.to_save(None, &[1, 0, 0, 0]),
+            past.after_run(&[1, 0, 0, 0])
+        );
+        check_share(&c);
     }
 
     #[test]

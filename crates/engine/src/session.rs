@@ -529,7 +529,7 @@ impl<'e> Session<'e> {
 
     /// Write the expert heat with this run's selections added, when warm starts are on.
     pub fn save_heat(&mut self) {
-        if let Some(w) = &self.warm {
+        if let Some(w) = &mut self.warm {
             w.save(self.engine.stats());
         }
     }

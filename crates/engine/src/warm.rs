@@ -7,12 +7,13 @@
 //!
 //! The heat is a small file per model (named after the model files' fingerprint), written
 //! when a server saves while idle and when it stops: the past runs' heat with this run's
-//! selections added ([`epm_core::heat::ExpertHeat::after_run`]).
+//! selections added ([`epm_core::heat::ExpertHeat::after_run`]), on top of what another
+//! process of the model saved meanwhile ([`epm_core::heat::HeatShare`]).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use epm_core::heat::ExpertHeat;
+use epm_core::heat::{ExpertHeat, HeatShare};
 use epm_core::model::ModelIndex;
 use epm_core::pager::{FileRange, Warmed};
 use epm_core::stats::RunStats;
@@ -41,21 +42,27 @@ pub fn heat_file(dir: &Path, identity: &ModelIdentity) -> PathBuf {
 /// replaced at the end).
 pub fn past_heat(path: &Path, index: &ModelIndex) -> ExpertHeat {
     let layers: Vec<u32> = index.layers.iter().map(|l| l.layer).collect();
-    match std::fs::read(path) {
-        Ok(bytes) => ExpertHeat::decode(&bytes, &layers, index.n_expert).unwrap_or_else(|e| {
+    read_heat(path, &layers, index.n_expert)
+        .map_err(|e| {
             tracing::warn!(
                 "{}: {e}; starting without a warm start (the file is replaced at the end)",
                 path.display()
-            );
-            ExpertHeat::empty(&layers, index.n_expert)
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            ExpertHeat::empty(&layers, index.n_expert)
-        }
-        Err(e) => {
-            tracing::warn!("{}: {e}; starting without a warm start", path.display());
-            ExpertHeat::empty(&layers, index.n_expert)
-        }
+            )
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| ExpertHeat::empty(&layers, index.n_expert))
+}
+
+/// The heat at `path` of the model whose MoE layers are `layers` with `n_expert` experts
+/// each: `None` where there is no file yet.
+fn read_heat(path: &Path, layers: &[u32], n_expert: u32) -> Result<Option<ExpertHeat>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => ExpertHeat::decode(&bytes, layers, n_expert)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -88,8 +95,9 @@ pub fn heat_before_load(
 /// A warm start in progress, and the heat it came from.
 pub(crate) struct WarmStart {
     path: PathBuf,
-    /// What the file held at start; this run's selections are added to it when it is saved.
-    past: ExpertHeat,
+    /// What the file held at start, to which this run's selections are added when it is
+    /// saved (or to what another process saved meanwhile).
+    share: HeatShare,
     /// The experts to read, hottest first, and the next one's place.
     order: Vec<(u32, u32)>,
     next: usize,
@@ -110,7 +118,7 @@ impl WarmStart {
         Some(WarmStart {
             path,
             done: order.is_empty(),
-            past,
+            share: HeatShare::new(past),
             order,
             next: 0,
             in_flight: Vec::new(),
@@ -174,9 +182,10 @@ impl WarmStart {
         !self.done || !self.in_flight.is_empty()
     }
 
-    /// Write the past heat with this run's selections added, atomically (a failure is
+    /// Write the past heat with this run's selections added, atomically, over what another
+    /// process of the model saved since this one last read or wrote the file (a failure is
     /// said, and costs the next run its warm start).
-    pub(crate) fn save(&self, stats: &RunStats) {
+    pub(crate) fn save(&mut self, stats: &RunStats) {
         // In the heat's order: layers ascending.
         let mut layers: Vec<_> = stats.pager.layers.iter().collect();
         layers.sort_by_key(|l| l.layer);
@@ -184,17 +193,24 @@ impl WarmStart {
             .iter()
             .flat_map(|l| l.selections.iter().map(|c| c.get()))
             .collect();
-        let heat = self.past.after_run(&selections);
+        let (layers, n_expert) = self.share.shape();
+        // A file that cannot be read now is replaced (its past was read at start).
+        let now = read_heat(&self.path, layers, n_expert).ok().flatten();
+        let heat = self.share.to_save(now, &selections);
+        let bytes = heat.encode();
         let written = self
             .path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| epm_sys::fs::write_atomic(&self.path, &heat.encode()));
-        if let Err(e) = written {
-            tracing::warn!(
+            .and_then(|()| epm_sys::fs::write_atomic(&self.path, &bytes));
+        match written {
+            Ok(()) => self.share.saved(heat, &selections),
+            Err(e) => {
+                tracing::warn!(
                 "the expert heat could not be written to {}: {e}; the next run starts without a warm start",
                 self.path.display()
             );
+            }
         }
     }
 }
