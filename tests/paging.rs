@@ -697,11 +697,6 @@ fn generate_keeps_first_the_cached_experts_past_runs_selected_most() {
     let min = min_mb.to_string();
     let heat = dir.path().join("heat");
     let none = dir.path().join("no-heat");
-    let heat_files = |d: &Path| -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(d)
-            .map(|r| r.map(|e| e.unwrap().path()).collect())
-            .unwrap_or_default()
-    };
     let with = |d: &Path| {
         [
             "--ram-budget-mb".to_string(),
@@ -860,9 +855,9 @@ fn a_process_saves_its_heat_on_top_of_another_s_saved_meanwhile() {
     let heat_dir = dir.path().join("heat");
     let heat_dir_arg = heat_dir.to_str().unwrap();
     let heat_file = || {
-        let files: Vec<_> = std::fs::read_dir(&heat_dir).unwrap().collect();
-        assert_eq!(files.len(), 1, "one heat file per model");
-        files[0].as_ref().unwrap().path()
+        let files = heat_files(&heat_dir);
+        assert_eq!(files.len(), 1, "one heat file per model: {files:?}");
+        files[0].clone()
     };
     // A chat of one line; `meanwhile` runs once the chat has read the heat.
     let chat = |meanwhile: &dyn Fn()| {

@@ -151,6 +151,21 @@ pub fn merged(mut base: serde_json::Value, extra: &serde_json::Value) -> serde_j
     base
 }
 
+/// The expert heat files (`heat-<hash>.bin`) in `dir`, none where it does not exist (the
+/// lock file beside them left out).
+pub fn heat_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|r| {
+            r.map(|e| e.unwrap().path())
+                .filter(|p| {
+                    let name = p.file_name().unwrap().to_string_lossy();
+                    name.starts_with("heat-") && name.ends_with(".bin")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Poll until `cond` holds, failing after `timeout` with `what`.
 pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

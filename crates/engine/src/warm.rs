@@ -29,6 +29,9 @@ pub const WARM_CHUNK_BYTES: u64 = 32 << 20;
 /// kernel dropped again would otherwise stall the warm start).
 const CHUNK_PATIENCE: Duration = Duration::from_secs(2);
 
+/// The lock file, beside the heat files, that a save holds while it reads and rewrites one.
+pub const HEAT_LOCK: &str = "heat.lock";
+
 /// Where the heat of the model `identity` lives under `dir`.
 pub fn heat_file(dir: &Path, identity: &ModelIdentity) -> PathBuf {
     dir.join(format!(
@@ -193,18 +196,20 @@ impl WarmStart {
             .iter()
             .flat_map(|l| l.selections.iter().map(|c| c.get()))
             .collect();
-        let (layers, n_expert) = self.share.shape();
-        // A file that cannot be read now is replaced (its past was read at start).
-        let now = read_heat(&self.path, layers, n_expert).ok().flatten();
-        let heat = self.share.to_save(now, &selections);
-        let bytes = heat.encode();
-        let written = self
-            .path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| epm_sys::fs::write_atomic(&self.path, &bytes));
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| epm_sys::fs::lock_exclusive(&dir.join(HEAT_LOCK)))
+            .and_then(|_lock| {
+                // Read and rewritten under the lock, so that no other process's save
+                // comes in between.
+                let (layers, n_expert) = self.share.shape();
+                // A file that cannot be read now is replaced (its past was read at start).
+                let now = read_heat(&self.path, layers, n_expert).ok().flatten();
+                let heat = self.share.to_save(now, &selections);
+                epm_sys::fs::write_atomic(&self.path, &heat.encode()).map(|()| heat)
+            });
         match written {
-            Ok(()) => self.share.saved(heat, &selections),
+            Ok(heat) => self.share.saved(heat, &selections),
             Err(e) => {
                 tracing::warn!(
                 "the expert heat could not be written to {}: {e}; the next run starts without a warm start",

@@ -286,16 +286,30 @@ pub struct ExclusiveLock {
 /// Take the exclusive lock on `path` (created if absent) without waiting: `Ok(None)` when
 /// another open file holds it.
 pub fn try_lock_exclusive(path: &Path) -> io::Result<Option<ExclusiveLock>> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)?;
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+    match nix::fcntl::Flock::lock(
+        lock_file(path)?,
+        nix::fcntl::FlockArg::LockExclusiveNonblock,
+    ) {
         Ok(held) => Ok(Some(ExclusiveLock { _held: held })),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
         Err((_, e)) => Err(io::Error::from(e)),
     }
+}
+
+/// Take the exclusive lock on `path` (created if absent), waiting while another open file
+/// holds it: for what is held only for a moment, such as a read and a rewrite of a file.
+pub fn lock_exclusive(path: &Path) -> io::Result<ExclusiveLock> {
+    nix::fcntl::Flock::lock(lock_file(path)?, nix::fcntl::FlockArg::LockExclusive)
+        .map(|held| ExclusiveLock { _held: held })
+        .map_err(|(_, e)| io::Error::from(e))
+}
+
+fn lock_file(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
 }
 
 /// A buffered file writer that drops what it wrote from the page cache as it goes: every
@@ -506,6 +520,33 @@ mod tests {
         assert!(try_lock_exclusive(&path).unwrap().is_some());
         // A folder that is not there is an error, not a lock.
         assert!(try_lock_exclusive(&dir.path().join("no/lock")).is_err());
+        assert!(lock_exclusive(&dir.path().join("no/lock")).is_err());
+    }
+
+    #[test]
+    fn a_waiting_lock_is_taken_once_the_holder_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let held = lock_exclusive(&path).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let lock = lock_exclusive(&path).unwrap();
+                tx.send(()).unwrap();
+                lock
+            })
+        };
+        // Not taken while held (the waiter would have said so within this time).
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_err());
+        drop(held);
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("taken once let go");
+        let taken = waiter.join().unwrap();
+        assert!(try_lock_exclusive(&path).unwrap().is_none());
+        drop(taken);
     }
 
     use super::*;
