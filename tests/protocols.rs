@@ -1002,6 +1002,60 @@ fn stored_responses_continue_a_conversation() {
     assert!(server.metric("epm_responses_stored_bytes") > 0.0);
 }
 
+/// Stored responses are files in the state folder too: a restarted server reads them back,
+/// so a conversation continues by `previous_response_id` across the restart, and what was
+/// deleted stays deleted.
+#[test]
+fn stored_responses_outlive_the_server() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let args = ["--prompt-cache-dir", state.path().to_str().unwrap()];
+    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
+    let server = Server::start(&model, &args);
+    let first = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": "Name a river."})),
+    );
+    let id1 = first["id"].as_str().unwrap().to_string();
+    let second = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": "And another?", "previous_response_id": id1})),
+    );
+    let id2 = second["id"].as_str().unwrap().to_string();
+    let gone = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": "Forget this."})),
+    );
+    let gone = gone["id"].as_str().unwrap().to_string();
+    let (code, _) = call("DELETE", &server, &format!("/v1/responses/{gone}"));
+    assert_eq!(code, 200);
+    // What the same continuation is, asked of the first server.
+    let next = ask(json!({"input": "Which is longer?", "previous_response_id": id2}));
+    let counted = post(&server, "/v1/responses/input_tokens", next.clone());
+    drop(server);
+
+    let server = Server::start(&model, &args);
+    let (code, got) = call("GET", &server, &format!("/v1/responses/{id2}"));
+    assert_eq!(code, 200, "{got}");
+    assert_eq!(got["output"], second["output"]);
+    let (code, v) = call("GET", &server, &format!("/v1/responses/{gone}"));
+    assert_eq!(code, 404, "{v}");
+    let third = post(&server, "/v1/responses", next);
+    assert_eq!(third["previous_response_id"], json!(id2));
+    assert_eq!(third["usage"]["input_tokens"], counted["input_tokens"]);
+    assert_eq!(server.metric("epm_responses_stored"), 3.0);
+    // One file per response kept, and nothing else.
+    let files = std::fs::read_dir(state.path().join("responses"))
+        .unwrap()
+        .count();
+    assert_eq!(files, 3);
+}
+
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.
 #[test]
 fn a_server_without_a_response_store_says_to_send_the_conversation() {

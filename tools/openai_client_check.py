@@ -13,8 +13,10 @@ continued by `previous_response_id`, against the same conversation sent whole, t
 log-probabilities over the Responses API against the chat's; `truncation: "auto"` on a
 conversation longer than the context: whole turns left out from the oldest, and the next
 turn reusing the cut prompt; `background: true` polled to the end, a dropped stream resumed
-with `responses.stream(response_id=..., starting_after=...)`, and `responses.cancel`). Starts the server itself on a
-free loopback port and stops it with SIGTERM; the record goes to --out.
+with `responses.stream(response_id=..., starting_after=...)`, and `responses.cancel`); then a
+response kept by one server retrieved and continued from the next one started on the same
+state folder. Starts the servers itself on a free loopback port and stops them with SIGTERM;
+the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
         [--out validate/serve-openai-client.json]
@@ -27,7 +29,7 @@ from pydantic import BaseModel, Field
 from typing import Literal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epmlib import start_server, synth_mini, write_report  # noqa: E402
+from epmlib import fresh_prompt_store, start_server, synth_mini, write_report  # noqa: E402
 
 
 def start(binary, model, extra):
@@ -369,7 +371,9 @@ def main():
     plan = json.loads(subprocess.run([a.bin, "plan", "-m", model, "-c", "2048", "--json"], check=True,
                                      capture_output=True, text=True).stdout)
     budget = -(-plan["min_budget_bytes"] // (1 << 20)) + 16
-    proc, base = start(a.bin, model, ["--ram-budget-mb", str(budget), "--api-key", "sekrit"])
+    # Stored responses outlive the server: the next one on the same state folder reads them.
+    server_args = ["--ram-budget-mb", str(budget), "--api-key", "sekrit", "--prompt-cache-dir", fresh_prompt_store()]
+    proc, base = start(a.bin, model, server_args)
     checks = {}
     try:
         client = openai.OpenAI(base_url=base + "/v1", api_key="sekrit")
@@ -445,9 +449,22 @@ def main():
         except openai.NotFoundError as e:
             checks["embeddings"] = {"status": e.status_code, "message": e.message}
         checks["agents"] = agent_checks(client)
+        kept = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
+    proc, base = start(a.bin, model, server_args)
+    try:
+        client = openai.OpenAI(base_url=base + "/v1", api_key="sekrit")
+        got = client.responses.retrieve(kept.id)
+        chained = client.responses.create(model="any", input="And another?", previous_response_id=kept.id,
+                                          max_output_tokens=8, temperature=0)
+        checks["stored_across_restart"] = {"retrieved_same": got.output_text == kept.output_text,
+                                           "continued": chained.previous_response_id == kept.id
+                                           and chained.usage.input_tokens > kept.usage.input_tokens}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = max(code, proc.wait(timeout=30))
     ok = (checks["chat_stream"]["same_as_non_streaming"] and checks["chat"]["usage"]["completion_tokens"] > 0
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and checks["bad_request"]["code"] == "context_length_exceeded"
@@ -456,7 +473,8 @@ def main():
           and isinstance(checks["embeddings"], dict) and "computes no embeddings" in checks["embeddings"]["message"]
           and checks["models"] and code == 0 and checks["agents"]["all_passed"]
           and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"]
-          and checks["fill_in_the_middle"]["same_as_the_layout"])
+          and checks["fill_in_the_middle"]["same_as_the_layout"]
+          and all(checks["stored_across_restart"].values()))
     report = {"what": "epm-run serve driven by the official openai Python client",
               "command": "python3 tools/openai_client_check.py " + " ".join(sys.argv[1:]),
               "openai_version": openai.__version__, "python": platform.python_version(),

@@ -64,7 +64,8 @@ pub struct ServeArgs {
     /// Memory for Responses API responses kept so that a request can continue one by its
     /// `previous_response_id` (and `GET /v1/responses/{id}` read it back); the least
     /// recently used go first. Taken from the expert cache's share of the budget as any
-    /// other memory of the server's. 0: none kept.
+    /// other memory of the server's. Each is also a file in the `responses` folder of
+    /// --prompt-cache-dir, read back by the next server. 0: none kept.
     #[arg(long, default_value_t = 16)]
     responses_store_mb: usize,
     #[command(flatten)]
@@ -76,6 +77,28 @@ fn state_dir(a: &ServeArgs) -> PathBuf {
     a.prompt_cache_dir
         .clone()
         .unwrap_or_else(super::paging::default_state_dir)
+}
+
+/// Where stored responses are kept as files (`responses` in the state folder), or `None`
+/// (said) when none are stored or that folder cannot hold them: they then live in memory
+/// only, as long as the server.
+fn responses_dir(a: &ServeArgs) -> Option<PathBuf> {
+    if a.responses_store_mb == 0 {
+        return None;
+    }
+    let dir = state_dir(a).join("responses");
+    let why = match super::paging::make_writable_dir(&dir) {
+        Err(e) => format!("{}: {e}", dir.display()),
+        Ok(()) if epm_sys::fs::in_memory(&dir).unwrap_or(false) => format!(
+            "{} is on a file system held in memory, whose files would take RAM outside the budget",
+            dir.display()
+        ),
+        Ok(()) => return Some(dir),
+    };
+    eprintln!(
+        "warning: stored responses will not outlive the server: {why} (give --prompt-cache-dir)"
+    );
+    None
 }
 
 /// The folder under which the prompt store keeps its folders, its capacity and when it
@@ -143,6 +166,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             message: a.chat.reasoning_budget_message.clone(),
         },
         responses_store_bytes: a.responses_store_mb << 20,
+        responses_dir: responses_dir(&a),
         heat_dir: (!a.run.paging.no_warm_start).then(|| state_dir(&a)),
         save_when_idle: (a.prompt_cache_idle_s > 0)
             .then(|| std::time::Duration::from_secs(a.prompt_cache_idle_s)),

@@ -72,6 +72,9 @@ pub struct ServerOptions {
     pub reasoning_budget: output::BudgetDefaults,
     /// Memory for stored Responses API responses (`previous_response_id`); 0: none kept.
     pub responses_store_bytes: usize,
+    /// Where stored responses are kept as files too, so that a restarted server can
+    /// continue their conversations (`None`: in memory only).
+    pub responses_dir: Option<std::path::PathBuf>,
     /// Where the expert heat of a warm start is kept (`epm_engine::warm`); `None`: no
     /// warm start.
     pub heat_dir: Option<std::path::PathBuf>,
@@ -190,9 +193,13 @@ pub async fn serve(
         cors: protocol::CorsOrigins::from_flags(&opts.cors_origins),
         disk_mb_per_s: opts.disk_mb_per_s,
         reasoning_controls: Default::default(),
-        responses: Mutex::new(response_store::ResponseStore::new(
-            opts.responses_store_bytes,
-        )),
+        responses: Mutex::new(match &opts.responses_dir {
+            Some(dir) => response_store::ResponseStore::with_folder(
+                opts.responses_store_bytes,
+                response_store::ResponseFolder::new(dir.clone()),
+            ),
+            None => response_store::ResponseStore::new(opts.responses_store_bytes),
+        }),
         background: Default::default(),
     });
     let max_body = opts.max_body_bytes;

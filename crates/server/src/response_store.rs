@@ -5,9 +5,15 @@
 //! used go first. Each response keeps only its own input items, its response object (whose
 //! `output` holds its output items) and the id it continued, so a chain of n turns takes
 //! space linear in n; a conversation is put together by walking back along the chain.
+//!
+//! With a [`ResponseFolder`], every stored response is also a file of its own, written when
+//! it is stored and removed when it is deleted or evicted, and a restarted server reads
+//! them back, oldest first: a conversation continues across restarts.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Why a stored conversation cannot be had.
@@ -19,6 +25,92 @@ pub enum StoreError {
         "the conversation of response `{id}` goes back to response `{missing}`, which is no longer stored (deleted, or the least recently used once the store was full)"
     )]
     Expired { id: String, missing: String },
+}
+
+/// Where stored responses outlive the server: a folder with one JSON file per response,
+/// `<id>.json`, holding a [`StoredFile`].
+#[derive(Debug)]
+pub struct ResponseFolder {
+    dir: PathBuf,
+}
+
+/// One response's file.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredFile {
+    id: String,
+    previous: Option<String>,
+    input: Vec<Value>,
+    response: Value,
+}
+
+impl ResponseFolder {
+    /// The folder `dir`, which must exist.
+    pub fn new(dir: PathBuf) -> ResponseFolder {
+        ResponseFolder { dir }
+    }
+
+    /// Response `id`'s file; `None` for an id that is not a plain name (this server's ids
+    /// are `resp_` and hex digits).
+    fn file(&self, id: &str) -> Option<PathBuf> {
+        let plain = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        plain.then(|| self.dir.join(format!("{id}.json")))
+    }
+
+    /// Write `entry`'s file, atomically and durably.
+    fn write(&self, entry: &StoredFile) -> std::io::Result<()> {
+        let path = self.file(&entry.id).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a plain name")
+        })?;
+        let bytes = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
+        epm_sys::fs::write_atomic(&path, &bytes)
+    }
+
+    fn remove(&self, id: &str) {
+        if let Some(path) = self.file(id) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// The responses in the folder, the oldest written first. A file that cannot be read as
+    /// one is said and left alone.
+    fn read_all(&self) -> Vec<StoredFile> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(std::time::SystemTime, StoredFile)> = Vec::new();
+        for entry in dir.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let read = std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<StoredFile>(&b).map_err(|e| e.to_string()))
+                .and_then(|f| match self.file(&f.id) {
+                    Some(p) if p == path => Ok(f),
+                    _ => Err(format!("it holds response `{}`, not its own", f.id)),
+                });
+            match read {
+                Ok(f) => {
+                    let written = entry
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .unwrap_or(std::time::UNIX_EPOCH);
+                    found.push((written, f));
+                }
+                Err(e) => tracing::warn!(
+                    "{}: not a stored response ({e}); left alone",
+                    path.display()
+                ),
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        found.into_iter().map(|(_, f)| f).collect()
+    }
 }
 
 #[derive(Debug)]
@@ -43,6 +135,8 @@ pub struct ResponseStore {
     capacity: usize,
     /// 4. Greater than every entry's `last_used`.
     clock: u64,
+    /// 5. When set, holds a file for each entry and for no other response.
+    folder: Option<ResponseFolder>,
 }
 
 impl ResponseStore {
@@ -54,6 +148,29 @@ impl ResponseStore {
             bytes: 0,
             capacity,
             clock: 0,
+            folder: None,
+        }
+    }
+
+    /// A store of at most `capacity` bytes that keeps its responses in `folder` too, with
+    /// those the folder holds already (the most recently written kept where they do not all
+    /// fit; the files of those that do not are removed).
+    pub fn with_folder(capacity: usize, folder: ResponseFolder) -> ResponseStore {
+        let mut store = ResponseStore::new(capacity);
+        let kept = folder.read_all();
+        store.folder = Some(folder);
+        for f in kept {
+            let id = f.id.clone();
+            if !store.put(&f.id, f.previous, f.input, f.response) {
+                store.forget_file(&id);
+            }
+        }
+        store
+    }
+
+    fn forget_file(&self, id: &str) {
+        if let Some(folder) = &self.folder {
+            folder.remove(id);
         }
     }
 
@@ -78,9 +195,38 @@ impl ResponseStore {
     }
 
     /// Keep response `id`, which continued `previous` with `input` and answered `response`
-    /// (whose `output` holds its items), evicting the least recently used to make room.
-    /// False when it alone is larger than the store.
+    /// (whose `output` holds its items), evicting the least recently used to make room; in
+    /// the folder too, when there is one (a file that cannot be written is said, and the
+    /// response kept in memory only). False when it alone is larger than the store.
     pub fn insert(
+        &mut self,
+        id: &str,
+        previous: Option<String>,
+        input: Vec<Value>,
+        response: Value,
+    ) -> bool {
+        let entry = self.folder.is_some().then(|| StoredFile {
+            id: id.to_string(),
+            previous: previous.clone(),
+            input: input.clone(),
+            response: response.clone(),
+        });
+        if !self.put(id, previous, input, response) {
+            return false;
+        }
+        if let (Some(folder), Some(entry)) = (&self.folder, entry) {
+            if let Err(e) = folder.write(&entry) {
+                tracing::warn!(
+                    "response {id} is kept in memory only: its file could not be written in {}: {e}",
+                    folder.dir.display()
+                );
+            }
+        }
+        true
+    }
+
+    /// [`Self::insert`] in memory; the files of the responses evicted are removed.
+    fn put(
         &mut self,
         id: &str,
         previous: Option<String>,
@@ -99,6 +245,7 @@ impl ResponseStore {
             };
             if let Some(e) = self.entries.remove(&oldest) {
                 self.bytes -= e.bytes;
+                self.forget_file(&oldest);
             }
         }
         self.entries.insert(
@@ -170,12 +317,13 @@ impl ResponseStore {
             .ok_or_else(|| StoreError::NotFound(id.to_string()))
     }
 
-    /// Forget response `id`; false when it was not stored.
+    /// Forget response `id` (its file too); false when it was not stored.
     pub fn delete(&mut self, id: &str) -> bool {
         match self.entries.remove(id) {
             Some(e) => {
                 self.order.remove(&e.last_used);
                 self.bytes -= e.bytes;
+                self.forget_file(id);
                 true
             }
             None => false,
@@ -192,6 +340,13 @@ impl ResponseStore {
         for (t, id) in &self.order {
             assert_eq!(self.entries[id].last_used, *t, "3");
             assert!(*t < self.clock, "4");
+        }
+        if let Some(folder) = &self.folder {
+            let mut on_disk: Vec<String> = folder.read_all().into_iter().map(|f| f.id).collect();
+            let mut held: Vec<String> = self.entries.keys().cloned().collect();
+            on_disk.sort();
+            held.sort();
+            assert_eq!(on_disk, held, "5");
         }
     }
 }
@@ -252,6 +407,53 @@ mod tests {
                 missing: "b".into()
             })
         );
+    }
+
+    #[test]
+    fn a_store_with_a_folder_is_read_back_by_the_next_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = || ResponseFolder::new(dir.path().to_path_buf());
+        let one =
+            "resp_a".len() + msg("user", "q").to_string().len() + answer("r").to_string().len();
+        let mut s = ResponseStore::with_folder(3 * one, folder());
+        assert!(s.insert("resp_a", None, vec![msg("user", "q")], answer("r")));
+        assert!(s.insert(
+            "resp_b",
+            Some("resp_a".into()),
+            vec![msg("user", "q")],
+            answer("r")
+        ));
+        assert!(s.insert("resp_c", None, vec![msg("user", "q")], answer("r")));
+        assert!(s.delete("resp_c"));
+        s.check();
+        // Not a response's file, and a file whose id is not its name: both left alone.
+        std::fs::write(dir.path().join("junk.json"), b"{").unwrap();
+        let moved = std::fs::read(dir.path().join("resp_a.json")).unwrap();
+        std::fs::write(dir.path().join("resp_x.json"), &moved).unwrap();
+        drop(s);
+        // The next server's store: the chain is there, the deleted one is not.
+        let mut s = ResponseStore::with_folder(3 * one, folder());
+        assert_eq!(s.conversation("resp_b").unwrap().len(), 4);
+        assert_eq!(
+            s.response("resp_c"),
+            Err(StoreError::NotFound("resp_c".into()))
+        );
+        assert_eq!(s.usage(), (2 * one, 2));
+        std::fs::remove_file(dir.path().join("junk.json")).unwrap();
+        std::fs::remove_file(dir.path().join("resp_x.json")).unwrap();
+        s.check();
+        // Evicted ones lose their files; a smaller store keeps the newest written.
+        assert!(s.insert("resp_d", None, vec![msg("user", "q")], answer("r")));
+        assert!(s.insert("resp_e", None, vec![msg("user", "q")], answer("r")));
+        s.check();
+        assert!(!dir.path().join("resp_a.json").exists());
+        drop(s);
+        let mut s = ResponseStore::with_folder(one, folder());
+        s.check();
+        assert_eq!(s.usage(), (one, 1));
+        assert!(s.response("resp_e").is_ok());
+        // An id that is not a plain name never becomes a path.
+        assert!(folder().file("../x").is_none() && folder().file("").is_none());
     }
 
     #[test]

@@ -555,11 +555,22 @@ impl ModelCard {
     }
 }
 
-/// A request's id: `<prefix>-<n>`, unique within this server's life.
+/// A request's id: `<prefix>-<run><n>`, `<run>` 8 hex digits drawn once per process and
+/// `<n>` a count: unique within this server's life, and across restarts.
 pub fn new_id(prefix: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+    // Random per process (std's hasher keys come from the OS), so that ids stay unique
+    // across restarts: stored responses outlive the server that made them.
+    static RUN: OnceLock<u32> = OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish() as u32
+    });
+    format!("{prefix}-{run:08x}{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Seconds since the epoch, for `created`.
