@@ -46,7 +46,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     dump_logits: Option<PathBuf>,
     /// Interactive chat on stdin using the model's chat template; each turn evaluates only
-    /// its new tokens.
+    /// its new tokens. Ctrl-C stops a reply; at the prompt, it (or Ctrl-D) ends the chat.
     #[arg(long)]
     chat: bool,
     /// The chat's system message (with --chat).
