@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use std::io::{Read, Write};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 /// A stats file's bytes as the typed snapshot: every key of the documented schema must be
@@ -218,24 +218,36 @@ fn ctrl_c_stops_a_generation_and_keeps_its_text_stats_and_heat() {
     );
 }
 
+/// A chat of long replies on `model` ([`long_generation`], stats in `dir/chat.json`), once
+/// it asks for its first line.
+fn start_chat(model: &std::path::Path, dir: &std::path::Path) -> (Child, ChildStdin, ChildStdout) {
+    let mut child = long_generation(model, dir, "chat")
+        .args(["--chat", "-n", "3000"])
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    read_until(&mut stdout, b"> ");
+    (child, stdin, stdout)
+}
+
+/// Type `line` into the chat and wait for its reply's first byte.
+fn say(stdin: &mut ChildStdin, stdout: &mut ChildStdout, line: &str) {
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+}
+
 #[test]
 fn a_chat_s_ctrl_c_stops_the_reply_and_a_ctrl_c_at_the_prompt_ends_the_chat() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
-    let mut child = long_generation(&model, dir.path(), "chat")
-        .args(["--chat", "-n", "3000"])
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    read_until(&mut stdout, b"> ");
+    let (mut child, mut stdin, mut stdout) = start_chat(&model, dir.path());
     for line in ["Tell me a long story.", "Go on."] {
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
         // The reply has begun: stop it, and the chat asks for the next line.
-        let mut first = [0u8; 1];
-        stdout.read_exact(&mut first).unwrap();
+        say(&mut stdin, &mut stdout, line);
         signal(&child, "-INT");
         read_until(&mut stdout, b"\n> ");
     }
@@ -270,17 +282,8 @@ fn sigterm_during_a_chat_reply_ends_the_chat() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "tiny", &[]);
-    let mut child = long_generation(&model, dir.path(), "chat")
-        .args(["--chat", "-n", "3000"])
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    read_until(&mut stdout, b"> ");
-    writeln!(stdin, "Tell me a long story.").unwrap();
-    stdin.flush().unwrap();
-    let mut first = [0u8; 1];
-    stdout.read_exact(&mut first).unwrap();
+    let (mut child, mut stdin, mut stdout) = start_chat(&model, dir.path());
+    say(&mut stdin, &mut stdout, "Tell me a long story.");
     signal(&child, "-TERM");
     // It does not wait for another line: stdin is still open.
     let status = exit_within(&mut child, 60);
