@@ -1054,6 +1054,28 @@ fn stored_responses_outlive_the_server() {
         .unwrap()
         .count();
     assert_eq!(files, 3);
+    // A background response whose server is killed before it ends: the next server says
+    // it failed, rather than queued for ever.
+    let mut server = server;
+    let queued = post(
+        &server,
+        "/v1/responses",
+        ask(
+            json!({"input": "Tell me a long story.", "background": true, "max_output_tokens": 900}),
+        ),
+    );
+    server.kill();
+    let id = queued["id"].as_str().unwrap();
+    let file = state.path().join("responses").join(format!("{id}.json"));
+    let on_disk: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(on_disk["response"]["status"], "queued", "{on_disk}");
+    let server = Server::start(&model, &args);
+    let (code, got) = call("GET", &server, &format!("/v1/responses/{id}"));
+    assert_eq!((code, &got["status"]), (200, &json!("failed")), "{got}");
+    assert!(got["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("server stopped"));
 }
 
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.

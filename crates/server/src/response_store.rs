@@ -154,12 +154,30 @@ impl ResponseStore {
 
     /// A store of at most `capacity` bytes that keeps its responses in `folder` too, with
     /// those the folder holds already (the most recently written kept where they do not all
-    /// fit; the files of those that do not are removed).
+    /// fit; the files of those that do not are removed). A background response that was
+    /// still queued or running when its server stopped is kept as `failed`: no server runs
+    /// it any more.
     pub fn with_folder(capacity: usize, folder: ResponseFolder) -> ResponseStore {
         let mut store = ResponseStore::new(capacity);
         let kept = folder.read_all();
         store.folder = Some(folder);
-        for f in kept {
+        for mut f in kept {
+            let unfinished = matches!(
+                f.response.get("status").and_then(Value::as_str),
+                Some("queued" | "in_progress")
+            );
+            if unfinished {
+                f.response["status"] = "failed".into();
+                f.response["error"] = serde_json::json!({
+                    "code": "server_error",
+                    "message": "the server stopped before this response was finished"
+                });
+                let id = f.id.clone();
+                if !store.insert(&f.id, f.previous, f.input, f.response) {
+                    store.forget_file(&id);
+                }
+                continue;
+            }
             let id = f.id.clone();
             if !store.put(&f.id, f.previous, f.input, f.response) {
                 store.forget_file(&id);
@@ -452,6 +470,19 @@ mod tests {
         s.check();
         assert_eq!(s.usage(), (one, 1));
         assert!(s.response("resp_e").is_ok());
+        // A background response its server never finished comes back failed, and stays so.
+        drop(s);
+        let queued = json!({"object": "response", "status": "queued", "output": []});
+        let mut s = ResponseStore::with_folder(3 * one, folder());
+        assert!(s.insert("resp_q", None, vec![msg("user", "q")], queued));
+        drop(s);
+        for _ in 0..2 {
+            let mut s = ResponseStore::with_folder(3 * one, folder());
+            s.check();
+            let r = s.response("resp_q").unwrap();
+            assert_eq!(r["status"], "failed", "{r}");
+            assert_eq!(r["error"]["code"], "server_error");
+        }
         // An id that is not a plain name never becomes a path.
         assert!(folder().file("../x").is_none() && folder().file("").is_none());
     }
