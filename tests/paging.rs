@@ -770,8 +770,8 @@ fn generate_keeps_first_the_cached_experts_past_runs_selected_most() {
 /// cached outside the budget.
 #[test]
 fn generate_chat_warms_the_expert_cache_while_the_user_types() {
-    use std::io::{Read, Write};
-    use std::process::{Command, Stdio};
+    use std::io::Write;
+    use std::process::Command;
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (model, min_mb) = tiny_at_its_minimum(dir.path());
@@ -787,30 +787,14 @@ fn generate_chat_warms_the_expert_cache_while_the_user_types() {
     // A chat after the page cache lost the model (`warm` reads the heat; `cold` does not).
     let chat = |warm: bool| -> (String, Snapshot) {
         epm_sys::cache::drop_file_cache(&model).unwrap();
-        let mut child = Command::new(bin())
-            .args(["generate", "--chat", "-m", model.to_str().unwrap()])
-            .args(["-n", "8", "-c", "1024", "-t", "2", "--ram-budget-mb", &min])
-            .arg("--stats-file")
-            .arg(&stats_path)
-            .args(if warm {
-                vec!["--heat-dir", heat.to_str().unwrap()]
-            } else {
-                vec!["--no-warm-start"]
-            })
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // The first "> ": the model is loaded and the chat waits for a line.
-        let mut prompt = [0u8; 2];
-        child
-            .stdout
-            .as_mut()
-            .unwrap()
-            .read_exact(&mut prompt)
-            .unwrap();
-        assert_eq!(&prompt, b"> ");
+        let mut flags = vec!["--stats-file", stats_path.to_str().unwrap()];
+        flags.extend(if warm {
+            vec!["--heat-dir", heat.to_str().unwrap()]
+        } else {
+            vec!["--no-warm-start"]
+        });
+        // Started once the model is loaded and the chat waits for a line.
+        let mut child = start_chat(&model, &min, &flags);
         if warm {
             // The stats on SIGUSR2: the warm start under way before anything was typed.
             let pid = child.id().to_string();
@@ -844,21 +828,54 @@ fn generate_chat_warms_the_expert_cache_while_the_user_types() {
     assert_within_budget(&warm);
 }
 
-/// The heat at `path`, decoded with the shape its own header gives.
-fn heat_in(path: &Path) -> epm_core::heat::ExpertHeat {
-    let bytes = std::fs::read(path).unwrap();
-    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
-    let (n_expert, n_layers) = (word(12), word(16) as usize);
-    let layers: Vec<u32> = (0..n_layers).map(|i| word(20 + 4 * i)).collect();
-    epm_core::heat::ExpertHeat::decode(&bytes, &layers, n_expert).unwrap()
+/// The heat at `path` of `model`, decoded with the model's own MoE layers and experts.
+fn heat_in(path: &Path, model: &Path) -> epm_core::heat::ExpertHeat {
+    let index =
+        epm_core::model::ModelIndex::build(&epm_gguf::GgufModel::open(model).unwrap()).unwrap();
+    let layers: Vec<u32> = index.layers.iter().map(|l| l.layer).collect();
+    epm_core::heat::ExpertHeat::decode(&std::fs::read(path).unwrap(), &layers, index.n_expert)
+        .unwrap()
+}
+
+/// `generate --chat` on `model` at `budget_mb` with `extra` flags, once it asks for its
+/// first line (stdin, stdout and stderr piped).
+fn start_chat(model: &Path, budget_mb: &str, extra: &[&str]) -> std::process::Child {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin())
+        .args(["generate", "--chat", "-m", model.to_str().unwrap()])
+        .args([
+            "-n",
+            "8",
+            "-c",
+            "1024",
+            "-t",
+            "2",
+            "--ram-budget-mb",
+            budget_mb,
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut prompt = [0u8; 2];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut prompt)
+        .unwrap();
+    assert_eq!(&prompt, b"> ");
+    child
 }
 
 /// Two processes of one model at once: a chat saves its heat at its end on top of what a
 /// `generate` run saved while the chat was open, rather than over it.
 #[test]
 fn a_process_saves_its_heat_on_top_of_another_s_saved_meanwhile() {
-    use std::io::{Read, Write};
-    use std::process::{Command, Stdio};
+    use std::io::Write;
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (model, min_mb) = tiny_at_its_minimum(dir.path());
@@ -872,25 +889,13 @@ fn a_process_saves_its_heat_on_top_of_another_s_saved_meanwhile() {
     };
     // A chat of one line; `meanwhile` runs once the chat has read the heat.
     let chat = |meanwhile: &dyn Fn()| {
-        let mut child = Command::new(bin())
-            .args(["generate", "--chat", "-m", model.to_str().unwrap()])
-            .args(["-n", "8", "-c", "1024", "-t", "2", "--ram-budget-mb", &min])
-            .args(["--temp", "0", "--heat-dir", heat_dir_arg])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut prompt = [0u8; 2];
-        let stdout = child.stdout.as_mut().unwrap();
-        stdout.read_exact(&mut prompt).unwrap();
-        assert_eq!(&prompt, b"> ");
+        let mut child = start_chat(&model, &min, &["--temp", "0", "--heat-dir", heat_dir_arg]);
         meanwhile();
         let mut stdin = child.stdin.take().unwrap();
         writeln!(stdin, "Name three rivers of Europe.").unwrap();
         drop(stdin);
         ok(&child.wait_with_output().unwrap());
-        heat_in(&heat_file())
+        heat_in(&heat_file(), &model)
     };
     // The chat alone.
     let alone = chat(&|| {});
@@ -907,7 +912,7 @@ fn a_process_saves_its_heat_on_top_of_another_s_saved_meanwhile() {
             "8",
             &args,
         );
-        *other.borrow_mut() = Some(heat_in(&heat_file()));
+        *other.borrow_mut() = Some(heat_in(&heat_file(), &model));
     });
     let other = other.into_inner().unwrap();
     assert!(together != alone, "the other run's heat is kept");

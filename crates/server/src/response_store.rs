@@ -172,14 +172,15 @@ impl ResponseStore {
                     "code": "server_error",
                     "message": "the server stopped before this response was finished"
                 });
-                let id = f.id.clone();
-                if !store.insert(&f.id, f.previous, f.input, f.response) {
-                    store.forget_file(&id);
-                }
-                continue;
             }
             let id = f.id.clone();
-            if !store.put(&f.id, f.previous, f.input, f.response) {
+            // Only a response marked failed here needs its file written again.
+            let kept = if unfinished {
+                store.insert(&id, f.previous, f.input, f.response)
+            } else {
+                store.put(&id, f.previous, f.input, f.response)
+            };
+            if !kept {
                 store.forget_file(&id);
             }
         }
