@@ -1,6 +1,6 @@
-//! The official client libraries (`openai`, `anthropic`, `ollama`), installed from PyPI,
-//! against a real `epm-run serve`: the
-//! protocol is what those clients accept, not what our own tests expect. The clients go
+//! The official client libraries (`openai`, `anthropic`, `ollama`, and OpenAI's Agents SDK,
+//! `openai-agents`), installed from PyPI, against a real `epm-run serve`: the protocol is
+//! what those clients accept, not what our own tests expect. The clients go
 //! into a virtualenv under cargo's target directory (made once, refreshed when
 //! `tools/client-requirements.txt` changes); each check script starts its own server on a
 //! loopback port and writes a JSON record whose `all_passed` this test asserts.
@@ -86,4 +86,9 @@ fn the_anthropic_sdk_creates_streams_and_uses_tools() {
 #[test]
 fn the_ollama_client_chats_generates_lists_shows_and_follows_a_format() {
     run_check("ollama_client_check.py");
+}
+
+#[test]
+fn the_agents_sdk_keeps_a_conversation_on_the_server_both_ways() {
+    run_check("agents_sdk_check.py");
 }

@@ -260,11 +260,6 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
         ),
         (
             "/v1/responses",
-            r#"{"input": "x", "conversation": "conv_1"}"#,
-            "`conversation` (a conversation kept by",
-        ),
-        (
-            "/v1/responses",
             r#"{"input": "x", "tools": [{"type": "function", "name": "f"}],
                 "tool_choice": {"type": "allowed_tools", "mode": "sometimes", "tools": []}}"#,
             "`tool_choice` is",
@@ -1076,6 +1071,230 @@ fn stored_responses_outlive_the_server() {
         .as_str()
         .unwrap()
         .contains("server stopped"));
+}
+
+/// Every page of a conversation's items, oldest first, `limit` at a time, as a client
+/// pages through them.
+fn conversation_items(server: &Server, id: &str, limit: usize) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (code, page) = call(
+            "GET",
+            server,
+            &format!("/v1/conversations/{id}/items?order=asc&limit={limit}{after}"),
+        );
+        assert_eq!(code, 200, "{page}");
+        let data = page["data"].as_array().unwrap();
+        assert!(data.len() <= limit, "{page}");
+        items.extend(data.iter().cloned());
+        if page["has_more"] != true {
+            return items;
+        }
+        after = format!("&after={}", page["last_id"].as_str().unwrap());
+    }
+}
+
+/// The Conversations API: a response in a conversation evaluates exactly what the
+/// conversation sent whole would (its KV reused), and adds its input and output items;
+/// items are listed a page at a time, added, read and deleted one by one; a restarted
+/// server has the conversation; a deleted one is gone; and what cannot be done says why.
+#[test]
+fn conversations_hold_their_items_across_responses_and_restarts() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let args = ["--prompt-cache-dir", state.path().to_str().unwrap()];
+    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
+    let server = Server::start(&model, &args);
+    let system = json!({"type": "message", "role": "system", "content": "Be brief."});
+    let conv = post(
+        &server,
+        "/v1/conversations",
+        json!({"items": [system], "metadata": {"topic": "rivers"}}),
+    );
+    assert_eq!(conv["object"], "conversation", "{conv}");
+    let id = conv["id"].as_str().unwrap().to_string();
+    // Longer than a ubatch, so that the next turn keeps whole ubatches.
+    let first_text =
+        "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let first = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": first_text, "conversation": id})),
+    );
+    assert_eq!(first["conversation"], json!({"id": id}), "{first}");
+    let second = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": "And their lengths?", "conversation": {"id": id}})),
+    );
+    // The same conversation sent whole.
+    let mut whole = vec![
+        json!({"role": "system", "content": "Be brief."}),
+        json!({"role": "user", "content": first_text}),
+    ];
+    whole.extend(first["output"].as_array().unwrap().iter().cloned());
+    whole.push(json!({"role": "user", "content": "And their lengths?"}));
+    let stateless = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": whole, "store": false})),
+    );
+    assert_eq!(
+        second["usage"]["input_tokens"],
+        stateless["usage"]["input_tokens"]
+    );
+    // The same output items but for their ids.
+    let without_ids = |r: &Value| {
+        let mut out = r["output"].clone();
+        out.as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .for_each(|i| i["id"] = Value::Null);
+        out
+    };
+    assert_eq!(without_ids(&second), without_ids(&stateless));
+    let first_prompt = first["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(
+        second["usage"]["input_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            >= first_prompt / 2,
+        "{second}"
+    );
+    // Its items: the first item, then each response's input and output, in order, with
+    // ids, paged two at a time.
+    let items = conversation_items(&server, &id, 2);
+    let outputs = |r: &Value| r["output"].as_array().unwrap().len();
+    assert_eq!(items.len(), 1 + 1 + outputs(&first) + 1 + outputs(&second));
+    assert_eq!(items[0]["content"][0]["text"], "Be brief.");
+    assert_eq!(items[1]["content"][0]["text"], json!(first_text));
+    assert_eq!(
+        items[2..2 + outputs(&first)],
+        first["output"].as_array().unwrap()[..]
+    );
+    assert!(items.iter().all(|i| i["id"].is_string()), "{items:?}");
+    let (code, newest) = call(
+        "GET",
+        &server,
+        &format!("/v1/conversations/{id}/items?limit=1"),
+    );
+    assert_eq!(
+        (code, &newest["data"][0]),
+        (200, items.last().unwrap()),
+        "{newest}"
+    );
+
+    // An item added, read back and deleted.
+    let added = post(
+        &server,
+        &format!("/v1/conversations/{id}/items"),
+        json!({"items": [{"role": "user", "content": "An aside."}]}),
+    );
+    let item_id = added["data"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(added["first_id"], json!(item_id), "{added}");
+    let item_path = format!("/v1/conversations/{id}/items/{item_id}");
+    let (code, item) = call("GET", &server, &item_path);
+    assert_eq!(
+        (code, &item["content"][0]["text"]),
+        (200, &json!("An aside."))
+    );
+    let (code, after) = call("DELETE", &server, &item_path);
+    assert_eq!((code, &after["id"]), (200, &json!(id)), "{after}");
+    let (code, v) = call("GET", &server, &item_path);
+    assert_eq!(code, 404, "{v}");
+    assert_eq!(conversation_items(&server, &id, 100), items);
+    let updated = post(
+        &server,
+        &format!("/v1/conversations/{id}"),
+        json!({"metadata": {"topic": "lakes"}}),
+    );
+    assert_eq!(updated["metadata"], json!({"topic": "lakes"}));
+
+    // What cannot be done says why.
+    for (path, body, status, says) in [
+        (
+            "/v1/responses",
+            json!({"input": "x", "conversation": id, "previous_response_id": first["id"]}),
+            400,
+            "were both given",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "x", "conversation": "conv-unknown"}),
+            404,
+            "no stored conversation has the id `conv-unknown`",
+        ),
+        (
+            "/v1/conversations",
+            json!({"items": [{"role": "robot", "content": "x"}]}),
+            400,
+            "`items[0].role` is `robot`",
+        ),
+        (
+            "/v1/conversations",
+            json!({"metadata": {"n": 1}}),
+            400,
+            "`metadata.n`",
+        ),
+    ] {
+        let (code, v) = post_raw(&server, path, &body.to_string(), None);
+        assert_eq!(code, status, "{body}: {v}");
+        assert!(error_message(path, &v).contains(says), "{body}: {v}");
+    }
+    let (code, v) = call(
+        "GET",
+        &server,
+        &format!("/v1/conversations/{id}/items?limit=0"),
+    );
+    assert_eq!(code, 400, "{v}");
+    let (code, v) = call("GET", &server, &format!("/v1/responses/{id}"));
+    assert_eq!(code, 404, "{v}");
+    let next = ask(json!({"input": "Which is longest?", "conversation": id}));
+    let counted = post(&server, "/v1/responses/input_tokens", next.clone());
+    drop(server);
+
+    // The next server has it; a streamed response adds its items too.
+    let server = Server::start(&model, &args);
+    let (code, got) = call("GET", &server, &format!("/v1/conversations/{id}"));
+    assert_eq!(
+        (code, &got["metadata"]),
+        (200, &json!({"topic": "lakes"})),
+        "{got}"
+    );
+    assert_eq!(server.metric("epm_conversations_stored"), 1.0);
+    let events = server.stream(
+        "/v1/responses",
+        &merged(next.clone(), &json!({"stream": true})),
+    );
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "response.completed")
+        .unwrap();
+    assert_eq!(
+        done["response"]["usage"]["input_tokens"],
+        counted["input_tokens"]
+    );
+    let now = conversation_items(&server, &id, 100);
+    assert_eq!(now.len(), items.len() + 1 + outputs(&done["response"]));
+
+    // Deleted: gone, its file too, and a response in it says so.
+    let (code, del) = call("DELETE", &server, &format!("/v1/conversations/{id}"));
+    assert_eq!(
+        (code, &del["object"]),
+        (200, &json!("conversation.deleted"))
+    );
+    let (code, v) = call("GET", &server, &format!("/v1/conversations/{id}"));
+    assert_eq!(code, 404, "{v}");
+    let (code, v) = post_raw(&server, "/v1/responses", &next.to_string(), None);
+    assert_eq!(code, 404, "{v}");
+    assert!(!state
+        .path()
+        .join("responses")
+        .join(format!("{id}.json"))
+        .exists());
 }
 
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.

@@ -13,9 +13,11 @@ continued by `previous_response_id`, against the same conversation sent whole, t
 log-probabilities over the Responses API against the chat's; `truncation: "auto"` on a
 conversation longer than the context: whole turns left out from the oldest, and the next
 turn reusing the cut prompt; `background: true` polled to the end, a dropped stream resumed
-with `responses.stream(response_id=..., starting_after=...)`, and `responses.cancel`); then a
-response kept by one server retrieved and continued from the next one started on the same
-state folder. Starts the servers itself on a free loopback port and stops them with SIGTERM;
+with `responses.stream(response_id=..., starting_after=...)`, and `responses.cancel`); the
+Conversations API (`conversations.create`, two responses in one against it sent whole, its
+items paged through, added, read and deleted, its metadata updated); then a response and a
+conversation kept by one server retrieved and continued from the next one started on the
+same state folder, and the conversation deleted. Starts the servers itself on a free loopback port and stops them with SIGTERM;
 the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
@@ -358,6 +360,51 @@ def agent_checks(client):
     return out
 
 
+def conversation_checks(client):
+    """The Conversations API through the client's own resources: a conversation made with a
+    first item and metadata, two responses in it against the same conversation sent whole,
+    its items paged through by the client's iterator, an item added, read and deleted, and
+    its metadata replaced. Returns the record, whether it passed, and the conversation."""
+    conv = client.conversations.create(items=[{"type": "message", "role": "system", "content": "Be brief."}],
+                                       metadata={"topic": "colours"})
+    ask = dict(model="any", max_output_tokens=8, temperature=0)
+    first = client.responses.create(**ask, input="Name a colour.", conversation=conv.id)
+    second = client.responses.create(**ask, input="And another?", conversation={"id": conv.id})
+    whole = client.responses.create(**ask, store=False, input=[
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."},
+        *[o.model_dump() for o in first.output], {"role": "user", "content": "And another?"}])
+    # Two at a time: the iterator asks for the pages after the first by `after`.
+    items = list(client.conversations.items.list(conv.id, limit=2, order="asc"))
+    added = client.conversations.items.create(conv.id, items=[{"type": "message", "role": "user",
+                                                               "content": "An aside."}])
+    aside = client.conversations.items.retrieve(added.data[0].id, conversation_id=conv.id)
+    client.conversations.items.delete(added.data[0].id, conversation_id=conv.id)
+    try:
+        client.conversations.items.retrieve(added.data[0].id, conversation_id=conv.id)
+        item_gone = False
+    except openai.NotFoundError:
+        item_gone = True
+    updated = client.conversations.update(conv.id, metadata={"topic": "shapes"})
+    try:
+        client.responses.create(**ask, input="x", conversation=conv.id, previous_response_id=first.id)
+        both_refused = False
+    except openai.BadRequestError as e:
+        both_refused = "both given" in e.message
+    record = {"id": conv.id, "responses_name_it": [first.conversation.id, second.conversation.id],
+              "second_input_tokens": second.usage.input_tokens, "whole_input_tokens": whole.usage.input_tokens,
+              "same_reply": second.output_text == whole.output_text,
+              "items": [[i.type, getattr(i, "role", None)] for i in items],
+              "aside": aside.content[0].text, "item_deleted_is_404": item_gone,
+              "metadata": updated.metadata, "with_previous_response_id_is_400": both_refused}
+    ok = (record["responses_name_it"] == [conv.id, conv.id]
+          and second.usage.input_tokens == whole.usage.input_tokens and record["same_reply"]
+          and len(items) == 3 + len(first.output) + len(second.output)
+          and [i.type for i in items[:2]] == ["message", "message"] and items[1].role == "user"
+          and aside.content[0].text == "An aside." and item_gone and updated.metadata == {"topic": "shapes"}
+          and both_refused)
+    return record, ok, conv, second
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="target/release/epm-run")
@@ -449,6 +496,7 @@ def main():
         except openai.NotFoundError as e:
             checks["embeddings"] = {"status": e.status_code, "message": e.message}
         checks["agents"] = agent_checks(client)
+        checks["conversations"], conversations_ok, conv, in_conv = conversation_checks(client)
         kept = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -459,9 +507,25 @@ def main():
         got = client.responses.retrieve(kept.id)
         chained = client.responses.create(model="any", input="And another?", previous_response_id=kept.id,
                                           max_output_tokens=8, temperature=0)
+        # The conversation too: its metadata, and a response in it after the earlier ones.
+        same_conv = client.conversations.retrieve(conv.id)
+        before = len(list(client.conversations.items.list(conv.id)))
+        later = client.responses.create(model="any", input="And a third?", conversation=conv.id,
+                                        max_output_tokens=8, temperature=0)
+        after = len(list(client.conversations.items.list(conv.id)))
+        client.conversations.delete(conv.id)
+        try:
+            client.conversations.retrieve(conv.id)
+            conv_gone = False
+        except openai.NotFoundError:
+            conv_gone = True
         checks["stored_across_restart"] = {"retrieved_same": got.output_text == kept.output_text,
                                            "continued": chained.previous_response_id == kept.id
-                                           and chained.usage.input_tokens > kept.usage.input_tokens}
+                                           and chained.usage.input_tokens > kept.usage.input_tokens,
+                                           "conversation_kept": same_conv.metadata == {"topic": "shapes"},
+                                           "conversation_continued": later.usage.input_tokens
+                                           > in_conv.usage.input_tokens and after == before + 1 + len(later.output),
+                                           "conversation_deleted_is_404": conv_gone}
     finally:
         proc.send_signal(signal.SIGTERM)
         code = max(code, proc.wait(timeout=30))
@@ -471,7 +535,7 @@ def main():
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
           and checks["choices"]["indexes"] == [0, 1] and checks["choices"]["second_same_as_seed_after"]
           and isinstance(checks["embeddings"], dict) and "computes no embeddings" in checks["embeddings"]["message"]
-          and checks["models"] and code == 0 and checks["agents"]["all_passed"]
+          and checks["models"] and code == 0 and checks["agents"]["all_passed"] and conversations_ok
           and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"]
           and checks["fill_in_the_middle"]["same_as_the_layout"]
           and all(checks["stored_across_restart"].values()))

@@ -62,10 +62,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 10)]
     prompt_cache_idle_s: u64,
     /// Memory for Responses API responses kept so that a request can continue one by its
-    /// `previous_response_id` (and `GET /v1/responses/{id}` read it back); the least
-    /// recently used go first. Taken from the expert cache's share of the budget as any
-    /// other memory of the server's. Each is also a file in the `responses` folder of
-    /// --prompt-cache-dir, read back by the next server. 0: none kept.
+    /// `previous_response_id` (and `GET /v1/responses/{id}` read it back), and for
+    /// Conversations API conversations; the least recently used go first. Taken from the
+    /// expert cache's share of the budget as any other memory of the server's. Each is also
+    /// a file in the `responses` folder of --prompt-cache-dir, read back by the next server.
+    /// 0: none kept.
     #[arg(long, default_value_t = 16)]
     responses_store_mb: usize,
     #[command(flatten)]

@@ -16,6 +16,7 @@
 pub mod anthropic;
 mod auth;
 mod background;
+pub mod conversations;
 pub mod error;
 pub mod generation;
 pub mod llamacpp;
@@ -132,6 +133,7 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .merge(ollama::routes())
         .merge(llamacpp::routes())
         .merge(responses::routes())
+        .merge(conversations::routes())
         .merge(page::routes())
         .merge(ops::routes())
         .fallback(ops::not_found)

@@ -255,18 +255,24 @@ impl Collector for Scrape {
             "Reasoning blocks whose close the reasoning budget forced.",
             load(&g.reasoning_closes_forced),
         )?;
-        let (stored_bytes, stored) = st.responses.lock().map(|r| r.usage()).unwrap_or_default();
+        let stored = st.responses.lock().map(|r| r.usage()).unwrap_or_default();
         gauge(
             e,
             "epm_responses_stored",
             "Responses API responses kept for previous_response_id.",
-            stored as f64,
+            stored.responses as f64,
+        )?;
+        gauge(
+            e,
+            "epm_conversations_stored",
+            "Conversations API conversations kept.",
+            stored.conversations as f64,
         )?;
         gauge(
             e,
             "epm_responses_stored_bytes",
-            "Bytes of those responses (at most --responses-store-mb).",
-            stored_bytes as f64,
+            "Bytes of those responses and conversations (at most --responses-store-mb).",
+            stored.bytes as f64,
         )?;
         family(e, "epm_tokens_per_second", "Prompt tokens per second of prefill, and generated tokens per second of decode (all slots).", MetricType::Gauge, &[
             ([("phase", Phase::Prefill)], s.tok_per_s.prefill),

@@ -9,6 +9,11 @@
 //! With a [`ResponseFolder`], every stored response is also a file of its own, written when
 //! it is stored and removed when it is deleted or evicted, and a restarted server reads
 //! them back, oldest first: a conversation continues across restarts.
+//!
+//! Conversations API conversations are kept the same way, in the same memory: an entry
+//! whose object is a conversation holds its items where a response holds its input items
+//! ([`Kind`]); the response accessors never give one, nor the conversation accessors a
+//! response.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -21,10 +26,20 @@ use serde_json::Value;
 pub enum StoreError {
     #[error("no stored response has the id `{0}`")]
     NotFound(String),
+    #[error("no stored conversation has the id `{0}` (never created, deleted, or the least recently used once the response store was full)")]
+    NoConversation(String),
     #[error(
         "the conversation of response `{id}` goes back to response `{missing}`, which is no longer stored (deleted, or the least recently used once the store was full)"
     )]
     Expired { id: String, missing: String },
+}
+
+/// What a store holds ([`ResponseStore::usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreUsage {
+    pub bytes: usize,
+    pub responses: usize,
+    pub conversations: usize,
 }
 
 /// Where stored responses outlive the server: a folder with one JSON file per response,
@@ -113,6 +128,33 @@ impl ResponseFolder {
     }
 }
 
+/// What a stored entry is, told by its object's `object` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A Responses API response: its own input items, its object (with its output items),
+    /// and the response it continued.
+    Response,
+    /// A Conversations API conversation: its items, and its object (`id`, `created_at`,
+    /// `metadata`).
+    Conversation,
+}
+
+impl Kind {
+    fn of(object: &Value) -> Kind {
+        match object.get("object").and_then(Value::as_str) {
+            Some("conversation") => Kind::Conversation,
+            _ => Kind::Response,
+        }
+    }
+
+    fn missing(self, id: &str) -> StoreError {
+        match self {
+            Kind::Response => StoreError::NotFound(id.to_string()),
+            Kind::Conversation => StoreError::NoConversation(id.to_string()),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Stored {
     previous: Option<String>,
@@ -198,9 +240,18 @@ impl ResponseStore {
         self.capacity > 0
     }
 
-    /// The bytes held and the responses stored.
-    pub fn usage(&self) -> (usize, usize) {
-        (self.bytes, self.entries.len())
+    /// The bytes held, the responses and the conversations stored.
+    pub fn usage(&self) -> StoreUsage {
+        let conversations = self
+            .entries
+            .values()
+            .filter(|e| Kind::of(&e.response) == Kind::Conversation)
+            .count();
+        StoreUsage {
+            bytes: self.bytes,
+            responses: self.entries.len() - conversations,
+            conversations,
+        }
     }
 
     fn touch(&mut self, id: &str) {
@@ -257,7 +308,7 @@ impl ResponseStore {
         if bytes > self.capacity {
             return false;
         }
-        self.delete(id);
+        self.remove(id);
         while self.bytes + bytes > self.capacity {
             let Some((_, oldest)) = self.order.pop_first() else {
                 break;
@@ -289,7 +340,11 @@ impl ResponseStore {
         let mut chain: Vec<String> = Vec::new();
         let mut at = Some(id.to_string());
         while let Some(cur) = at {
-            let Some(e) = self.entries.get(&cur) else {
+            let Some(e) = self
+                .entries
+                .get(&cur)
+                .filter(|e| Kind::of(&e.response) == Kind::Response)
+            else {
                 return Err(if chain.is_empty() {
                     StoreError::NotFound(cur)
                 } else {
@@ -318,26 +373,58 @@ impl ResponseStore {
         Ok(items)
     }
 
+    /// Entry `id` of `kind`, marked used.
+    fn get(&mut self, id: &str, kind: Kind) -> Result<&Stored, StoreError> {
+        match self.entries.get(id) {
+            Some(e) if Kind::of(&e.response) == kind => {
+                self.touch(id);
+                Ok(&self.entries[id])
+            }
+            _ => Err(kind.missing(id)),
+        }
+    }
+
     /// Response `id`'s object.
     pub fn response(&mut self, id: &str) -> Result<Value, StoreError> {
-        self.touch(id);
-        self.entries
-            .get(id)
-            .map(|e| e.response.clone())
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+        self.get(id, Kind::Response).map(|e| e.response.clone())
     }
 
     /// The input items response `id` was sent (not those of the responses it continued).
     pub fn input_items(&mut self, id: &str) -> Result<Vec<Value>, StoreError> {
-        self.touch(id);
-        self.entries
-            .get(id)
-            .map(|e| e.input.clone())
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+        self.get(id, Kind::Response).map(|e| e.input.clone())
     }
 
     /// Forget response `id` (its file too); false when it was not stored.
     pub fn delete(&mut self, id: &str) -> bool {
+        self.get(id, Kind::Response).is_ok() && self.remove(id)
+    }
+
+    /// Keep conversation `object` (its `id` names it; `object` is `conversation`) with its
+    /// `items`, replacing what was kept under that id, as [`Self::insert`] keeps a response.
+    /// False when it alone is larger than the store (what was kept stays).
+    pub fn put_conversation(&mut self, object: Value, items: Vec<Value>) -> bool {
+        debug_assert_eq!(Kind::of(&object), Kind::Conversation);
+        let id = object
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        self.insert(&id, None, items, object)
+    }
+
+    /// Conversation `id`'s object and items.
+    pub fn conversation_items(&mut self, id: &str) -> Result<(Value, Vec<Value>), StoreError> {
+        self.get(id, Kind::Conversation)
+            .map(|e| (e.response.clone(), e.input.clone()))
+    }
+
+    /// Forget conversation `id` (its file too); false when it was not stored.
+    pub fn delete_conversation(&mut self, id: &str) -> bool {
+        self.get(id, Kind::Conversation).is_ok() && self.remove(id)
+    }
+
+    /// Forget entry `id`, of either kind (its file too); false when it was not stored.
+    fn remove(&mut self, id: &str) -> bool {
         match self.entries.remove(id) {
             Some(e) => {
                 self.order.remove(&e.last_used);
@@ -416,7 +503,7 @@ mod tests {
         s.response("a").unwrap();
         assert!(s.insert("d", Some("b".into()), vec![msg("user", "q")], answer("r")));
         s.check();
-        assert_eq!(s.usage(), (3 * one, 3));
+        assert_eq!((s.usage().bytes, s.usage().responses), (3 * one, 3));
         assert!(s.response("a").is_ok());
         assert_eq!(s.response("b"), Err(StoreError::NotFound("b".into())));
         assert_eq!(
@@ -457,7 +544,7 @@ mod tests {
             s.response("resp_c"),
             Err(StoreError::NotFound("resp_c".into()))
         );
-        assert_eq!(s.usage(), (2 * one, 2));
+        assert_eq!((s.usage().bytes, s.usage().responses), (2 * one, 2));
         std::fs::remove_file(dir.path().join("junk.json")).unwrap();
         std::fs::remove_file(dir.path().join("resp_x.json")).unwrap();
         s.check();
@@ -469,7 +556,7 @@ mod tests {
         drop(s);
         let mut s = ResponseStore::with_folder(one, folder());
         s.check();
-        assert_eq!(s.usage(), (one, 1));
+        assert_eq!((s.usage().bytes, s.usage().responses), (one, 1));
         assert!(s.response("resp_e").is_ok());
         // A background response its server never finished comes back failed, and stays so.
         drop(s);
@@ -489,12 +576,75 @@ mod tests {
     }
 
     #[test]
+    fn conversations_and_responses_are_kept_apart_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = || ResponseFolder::new(dir.path().to_path_buf());
+        let conv =
+            json!({"id": "conv-a", "object": "conversation", "created_at": 1, "metadata": {}});
+        let mut s = ResponseStore::with_folder(1 << 20, folder());
+        assert!(s.insert("resp-a", None, vec![msg("user", "q")], answer("r")));
+        assert!(s.put_conversation(conv.clone(), vec![msg("user", "1")]));
+        // Replaced whole, as each response adds its items.
+        let two = vec![msg("user", "1"), msg("assistant", "2")];
+        assert!(s.put_conversation(conv.clone(), two.clone()));
+        s.check();
+        let usage = s.usage();
+        assert_eq!((usage.responses, usage.conversations), (1, 1));
+        // Neither kind is found as the other.
+        assert_eq!(
+            s.response("conv-a"),
+            Err(StoreError::NotFound("conv-a".into()))
+        );
+        assert_eq!(
+            s.input_items("conv-a"),
+            Err(StoreError::NotFound("conv-a".into()))
+        );
+        assert_eq!(
+            s.conversation("conv-a"),
+            Err(StoreError::NotFound("conv-a".into()))
+        );
+        assert!(s.insert("resp-b", Some("conv-a".into()), vec![], answer("r")));
+        assert_eq!(
+            s.conversation("resp-b"),
+            Err(StoreError::Expired {
+                id: "resp-b".into(),
+                missing: "conv-a".into()
+            })
+        );
+        assert_eq!(
+            s.conversation_items("resp-a"),
+            Err(StoreError::NoConversation("resp-a".into()))
+        );
+        assert!(!s.delete("conv-a") && !s.delete_conversation("resp-a"));
+        s.check();
+        drop(s);
+        // The next server's store has the conversation as it was last put.
+        let mut s = ResponseStore::with_folder(1 << 20, folder());
+        s.check();
+        assert_eq!(
+            s.conversation_items("conv-a").unwrap(),
+            (conv.clone(), two.clone())
+        );
+        // One that would outgrow the store is not put, and what was kept stays.
+        let huge = vec![msg("user", &"x".repeat(1 << 20))];
+        assert!(!s.put_conversation(conv.clone(), huge));
+        assert_eq!(s.conversation_items("conv-a").unwrap().1, two);
+        assert!(s.delete_conversation("conv-a"));
+        assert_eq!(
+            s.conversation_items("conv-a"),
+            Err(StoreError::NoConversation("conv-a".into()))
+        );
+        s.check();
+        assert_eq!(s.usage().conversations, 0);
+    }
+
+    #[test]
     fn deleted_replaced_and_oversized_entries_keep_the_count_exact() {
         let mut s = ResponseStore::new(200);
         assert!(s.insert("a", None, vec![msg("user", "q")], answer("r")));
         assert!(s.insert("a", None, vec![msg("user", "qq")], answer("r")));
         s.check();
-        assert_eq!(s.usage().1, 1);
+        assert_eq!(s.usage().responses, 1);
         assert!(!s.insert(
             "big",
             None,
@@ -504,7 +654,7 @@ mod tests {
         assert!(s.delete("a"));
         assert!(!s.delete("a"));
         s.check();
-        assert_eq!(s.usage(), (0, 0));
+        assert_eq!(s.usage(), StoreUsage::default());
         let mut off = ResponseStore::new(0);
         assert!(!off.enabled());
         assert!(!off.insert("a", None, vec![], json!({})));

@@ -14,6 +14,8 @@
 //! ([`crate::background`]): `GET` polls it or replays its events, `POST
 //! /v1/responses/{id}/cancel` stops it.
 //! `POST /v1/responses/input_tokens` counts a request's input tokens.
+//! `conversation` names a Conversations API conversation ([`crate::conversations`]) the
+//! response continues and adds its items to.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -78,7 +80,8 @@ struct ResponsesRequest {
     input: Option<Input>,
     /// A stored prompt template (OpenAI's `prompt: {"id"}`): refused, naming it.
     prompt: Option<Value>,
-    /// A Conversations API conversation: refused, naming it (it lives on OpenAI's side).
+    /// A Conversations API conversation ([`crate::conversations`]), by its id or as
+    /// `{"id"}`: its items come before `input`, and the response's are added to it.
     conversation: Option<Value>,
     instructions: Option<String>,
     tools: Option<Vec<Value>>,
@@ -152,14 +155,48 @@ fn item_text(content: &Value) -> String {
     }
 }
 
-/// The request's own input items, a string input as a user message; each message without
-/// an id gets one, as OpenAI lists stored input items with theirs.
-fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError> {
-    if req.conversation.is_some() {
-        return Err(ApiError::bad_request(
-            "`conversation` (a conversation kept by OpenAI's Conversations API) is not served: continue with `previous_response_id`, or send the whole conversation in `input`",
-        ));
+/// Items as they are kept and listed: each with an id (as OpenAI lists stored items with
+/// theirs), and a message with its `type` and its content as parts (the text the template
+/// is shown is the same).
+pub(crate) fn normalized_items(mut items: Vec<Value>) -> Vec<Value> {
+    for item in &mut items {
+        let Some(o) = item.as_object_mut() else {
+            continue;
+        };
+        let kind = o
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message")
+            .to_string();
+        let prefix = match kind.as_str() {
+            "message" => "msg",
+            "function_call" => "fc",
+            "function_call_output" => "fco",
+            "custom_tool_call" => "ctc",
+            "custom_tool_call_output" => "ctco",
+            "reasoning" => "rs",
+            _ => "item",
+        };
+        o.entry("id").or_insert_with(|| json!(new_id(prefix)));
+        if kind != "message" {
+            continue;
+        }
+        o.entry("type").or_insert_with(|| json!("message"));
+        if let Some(Value::String(text)) = o.get("content") {
+            let part = match o.get("role").and_then(Value::as_str) {
+                Some("assistant") => "output_text",
+                _ => "input_text",
+            };
+            let text = text.clone();
+            o.insert("content".into(), json!([{"type": part, "text": text}]));
+        }
     }
+    items
+}
+
+/// The request's own input items, a string input as a user message, as they are kept
+/// ([`normalized_items`]).
+fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError> {
     let input = match (&req.input, &req.prompt) {
         (Some(i), _) => i,
         (None, Some(_)) => {
@@ -169,7 +206,7 @@ fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError
         }
         (None, None) => return Err(ApiError::bad_request("`input` is missing: send a string or a list of items")),
     };
-    let mut items = match input {
+    let items = match input {
         Input::Text(t) => vec![json!({"type": "message", "role": "user",
             "content": [{"type": "input_text", "text": t}]})],
         Input::Items(v) => v.clone(),
@@ -179,23 +216,44 @@ fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError
             "`input` is empty: send text or at least one item",
         ));
     }
-    for item in &mut items {
-        if let Some(o) = item.as_object_mut() {
-            if o.get("type").is_none_or(|t| t == "message") {
-                o.entry("id").or_insert_with(|| json!(new_id("msg")));
-            }
-        }
-    }
-    Ok(items)
+    Ok(normalized_items(items))
 }
 
-/// The conversation a request continues (`previous_response_id`'s, from the store), then
-/// its `own` items.
-fn conversation(
+/// The Conversations API conversation a request names, by its id or as `{"id"}`.
+fn conversation_id(req: &ResponsesRequest) -> std::result::Result<Option<String>, ApiError> {
+    let Some(c) = &req.conversation else {
+        return Ok(None);
+    };
+    let id = c.as_str().or_else(|| c.get("id").and_then(Value::as_str));
+    match id {
+        Some(id) if req.previous_response_id.is_none() => Ok(Some(id.to_string())),
+        Some(_) => Err(ApiError::bad_request(
+            "`conversation` and `previous_response_id` were both given: a response continues one or the other",
+        )),
+        None => Err(ApiError::bad_request(
+            "`conversation` must be a conversation's id, or an object with its `id`",
+        )),
+    }
+}
+
+/// The conversation a request continues (the items of its `conversation`, or
+/// `previous_response_id`'s, from the store), then its `own` items.
+fn history(
     state: &AppState,
     req: &ResponsesRequest,
     own: Vec<Value>,
 ) -> std::result::Result<Vec<Value>, ApiError> {
+    if let Some(id) = conversation_id(req)? {
+        let mut store = state
+            .responses
+            .lock()
+            .map_err(|_| ApiError::internal("the response store is unusable"))?;
+        let (_, mut items) = store
+            .conversation_items(&id)
+            .map_err(|e| ApiError::new(ErrorKind::NotFound, format!("`conversation`: {e}")))?;
+        items.extend(own);
+        return Ok(items);
+    }
     let Some(previous) = &req.previous_response_id else {
         return Ok(own);
     };
@@ -222,10 +280,12 @@ fn conversation(
     Ok(items)
 }
 
-/// The instructions and input items as the template's messages.
-fn template_messages(
+/// The instructions and input items as the template's messages; errors name an item as
+/// `field[i]`.
+pub(crate) fn template_messages(
     instructions: Option<&str>,
     items: &[Value],
+    field: &str,
 ) -> std::result::Result<Vec<Value>, ApiError> {
     let mut out: Vec<Value> = Vec::new();
     if let Some(i) = instructions {
@@ -255,7 +315,7 @@ fn template_messages(
                     r @ ("system" | "user" | "assistant") => r,
                     other => {
                         return Err(ApiError::bad_request(format!(
-                            "`input[{i}].role` is `{other}`: use system, developer, user or assistant"
+                            "`{field}[{i}].role` is `{other}`: use system, developer, user or assistant"
                         )))
                     }
                 };
@@ -266,7 +326,7 @@ fn template_messages(
                             .is_some_and(|t| t.contains("image") || t.contains("file") || t.contains("audio"))
                     }) {
                         return Err(ApiError::bad_request(format!(
-                            "`input[{i}]` holds an image, file or audio part, but this model is text-only"
+                            "`{field}[{i}]` holds an image, file or audio part, but this model is text-only"
                         )));
                     }
                 }
@@ -317,7 +377,7 @@ fn template_messages(
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "`input[{i}].type` is `{other}`: use message, reasoning, function_call, function_call_output, custom_tool_call or custom_tool_call_output"
+                    "`{field}[{i}].type` is `{other}`: use message, reasoning, function_call, function_call_output, custom_tool_call or custom_tool_call_output"
                 )))
             }
         }
@@ -421,8 +481,12 @@ struct ResponseMeta {
     previous_response_id: Option<String>,
     instructions: Option<String>,
     truncation: Truncation,
-    /// Kept once done: the store and the request's own input items.
-    keep: Option<(Arc<AppState>, Vec<Value>)>,
+    state: Arc<AppState>,
+    /// The request's own input items: kept with the response when `store`, and added with
+    /// its output items to `conversation` once it is done.
+    input: Vec<Value>,
+    store: bool,
+    conversation: Option<String>,
     /// The request's custom tools (their calls are `custom_tool_call` items).
     custom_tools: Vec<String>,
 }
@@ -449,20 +513,36 @@ impl ResponseMeta {
             "output": output, "usage": usage(u), "error": null, "parallel_tool_calls": false,
             "tool_choice": "auto", "tools": [], "metadata": {},
             "previous_response_id": self.previous_response_id, "instructions": self.instructions,
-            "store": self.keep.is_some(), "truncation": self.truncation,
+            "store": self.store, "truncation": self.truncation,
+            "conversation": self.conversation.as_ref().map(|id| json!({"id": id})),
         })
+    }
+
+    /// The response is done (completed, or cut off by `max_output_tokens`): keep it, and add
+    /// its items to its conversation.
+    fn conclude(&self, response: &Value) {
+        self.keep(response);
+        if let Some(id) = &self.conversation {
+            let output = response.get("output").and_then(Value::as_array);
+            crate::conversations::add_response(
+                &self.state,
+                id,
+                &self.input,
+                output.map_or(&[][..], Vec::as_slice),
+            );
+        }
     }
 
     /// Keep the finished `response`, when asked to.
     fn keep(&self, response: &Value) {
-        let Some((state, input)) = &self.keep else {
+        if !self.store {
             return;
-        };
-        if let Ok(mut store) = state.responses.lock() {
+        }
+        if let Ok(mut store) = self.state.responses.lock() {
             if !store.insert(
                 &self.id,
                 self.previous_response_id.clone(),
-                input.clone(),
+                self.input.clone(),
                 response.clone(),
             ) {
                 tracing::warn!(
@@ -551,7 +631,7 @@ fn call_item(c: &epm_chat::ToolCall, custom: bool, status: &str, arguments: &str
 /// messages, its tools and variables.
 fn chat_input(req: &ResponsesRequest, items: &[Value]) -> std::result::Result<ChatInput, ApiError> {
     Ok(ChatInput {
-        messages: template_messages(req.instructions.as_deref(), items)?,
+        messages: template_messages(req.instructions.as_deref(), items, "input")?,
         tools: req
             .tools
             .as_deref()
@@ -572,7 +652,7 @@ async fn input_tokens(
 ) -> Result<Json<Value>> {
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
-    let items = fit_to_context(loaded, &req, conversation(&state, &req, own_items(&req)?)?)?;
+    let items = fit_to_context(loaded, &req, history(&state, &req, own_items(&req)?)?)?;
     let n = chat_tokens(loaded, &chat_input(&req, &items)?)?.len();
     Ok(Json(generation::input_tokens_answer(n)))
 }
@@ -584,7 +664,7 @@ async fn responses(
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
     let own = own_items(&req)?;
-    let items = fit_to_context(loaded, &req, conversation(&state, &req, own.clone())?)?;
+    let items = fit_to_context(loaded, &req, history(&state, &req, own.clone())?)?;
     let chat = chat_input(&req, &items)?;
     let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
     let choice = req
@@ -622,6 +702,7 @@ async fn responses(
     )?;
     let p = prepare_chat(loaded, &chat, &ask, &asked)?.with_logprobs(logprobs);
     let keep = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
+    let conversation = conversation_id(&req)?;
     let meta = ResponseMeta {
         custom_tools: output::custom_tool_names(chat_shaped.as_ref()),
         id: new_id("resp"),
@@ -631,7 +712,10 @@ async fn responses(
         previous_response_id: req.previous_response_id.clone(),
         instructions: req.instructions.clone(),
         truncation: req.truncation,
-        keep: keep.then(|| (state.clone(), own)),
+        state: state.clone(),
+        input: own,
+        store: keep,
+        conversation,
     };
     if req.background && !keep {
         return Err(ApiError::bad_request(if req.store == Some(false) {
@@ -671,7 +755,7 @@ async fn responses(
             .map(|t| call_item(t, meta.is_custom(t), "completed", &t.arguments)),
     );
     let response = meta.envelope("completed", output, Some(&c.finish_reason), &c.usage);
-    meta.keep(&response);
+    meta.conclude(&response);
     Ok(Json(response).into_response())
 }
 
@@ -679,7 +763,7 @@ fn stored<T>(r: std::result::Result<T, StoreError>) -> Result<T> {
     r.map_err(|e| ApiError::new(ErrorKind::NotFound, e.to_string()).into())
 }
 
-fn store(
+pub(crate) fn store(
     state: &AppState,
 ) -> Result<std::sync::MutexGuard<'_, crate::response_store::ResponseStore>> {
     state
@@ -758,23 +842,62 @@ async fn delete_response(
     ))
 }
 
-/// `GET /v1/responses/{id}/input_items`: the items the response was sent, as one page
-/// (`order=asc` oldest first, the default `desc` newest first).
+/// `GET /v1/responses/{id}/input_items`: the items the response was sent, a page at a time
+/// ([`list_page`]).
 async fn list_input_items(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
 ) -> Result<Json<Value>> {
-    let mut items = stored(store(&state)?.input_items(&id))?;
-    if q.get("order").map(String::as_str) != Some("asc") {
-        items.reverse();
+    let items = stored(store(&state)?.input_items(&id))?;
+    Ok(Json(list_page(items, &q)?))
+}
+
+/// Items listed as OpenAI lists them, from the query: `order` (`desc`, newest first, by
+/// default, or `asc`), `after` (the id of the item the page starts after) and `limit` (1 to
+/// 100, 20 by default); `has_more` says whether a next page follows.
+pub(crate) fn list_page(
+    mut items: Vec<Value>,
+    query: &HashMap<String, String>,
+) -> std::result::Result<Value, ApiError> {
+    match query.get("order").map(String::as_str) {
+        None | Some("desc") => items.reverse(),
+        Some("asc") => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "`order` is `{other}`: use asc or desc"
+            )))
+        }
     }
-    let first = items.first().and_then(|i| i.get("id")).cloned();
-    let last = items.last().and_then(|i| i.get("id")).cloned();
-    Ok(Json(
-        json!({"object": "list", "data": items, "first_id": first, "last_id": last,
-                   "has_more": false}),
-    ))
+    let limit = match query.get("limit") {
+        None => 20,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|l| (1..=100).contains(l))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("`limit` is `{l}`: give a number from 1 to 100"))
+            })?,
+    };
+    let start = match query.get("after") {
+        None => 0,
+        Some(after) => {
+            let at = items
+                .iter()
+                .position(|i| i.get("id").and_then(Value::as_str) == Some(after.as_str()));
+            1 + at.ok_or_else(|| {
+                ApiError::bad_request(format!("`after`: no item `{after}` is listed here"))
+            })?
+        }
+    };
+    let end = (start + limit).min(items.len());
+    let page = &items[start.min(end)..end];
+    let first = page.first().and_then(|i| i.get("id")).cloned();
+    let last = page.last().and_then(|i| i.get("id")).cloned();
+    Ok(
+        json!({"object": "list", "data": page, "first_id": first, "last_id": last,
+              "has_more": end < items.len()}),
+    )
 }
 
 struct StreamState {
@@ -1015,7 +1138,7 @@ impl StreamState {
                     Some(&finish_reason),
                     &self.usage,
                 );
-                self.meta.keep(&r);
+                self.meta.conclude(&r);
                 // Always `response.completed` (its status says `incomplete` when cut off), as
                 // llama-server sends it and as the SDK's stream helper waits for it.
                 self.emit("response.completed", json!({"response": r}));
