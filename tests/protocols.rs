@@ -1297,6 +1297,101 @@ fn conversations_hold_their_items_across_responses_and_restarts() {
         .exists());
 }
 
+/// `POST /v1/responses/compact`: the conversation's user messages and one compaction item
+/// holding the model's summary, written with the conversation's KV reused; a later request
+/// sends them as its input, and the summary reaches the model.
+#[test]
+fn a_conversation_is_compacted_to_its_user_messages_and_a_summary() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &["-c", "4096"]);
+    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
+    // Longer than a ubatch, so that the compaction keeps whole ubatches of it.
+    let first_text =
+        "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let first = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": first_text, "instructions": "Be brief."})),
+    );
+    let second = post(
+        &server,
+        "/v1/responses",
+        ask(
+            json!({"input": "And their lengths?", "instructions": "Be brief.",
+                   "previous_response_id": first["id"]}),
+        ),
+    );
+    let compacted = post(
+        &server,
+        "/v1/responses/compact",
+        json!({"model": "any", "previous_response_id": second["id"], "instructions": "Be brief."}),
+    );
+    assert_eq!(compacted["object"], "response.compaction", "{compacted}");
+    let output = compacted["output"].as_array().unwrap();
+    let (summary, users) = output.split_last().unwrap();
+    let texts: Vec<&Value> = users.iter().map(|m| &m["content"][0]["text"]).collect();
+    assert_eq!(texts, [&json!(first_text), &json!("And their lengths?")]);
+    assert!(users.iter().all(|m| m["role"] == "user"), "{compacted}");
+    assert_eq!(summary["type"], "compaction");
+    let summary_text = summary["encrypted_content"].as_str().unwrap();
+    assert!(!summary_text.trim().is_empty());
+    let usage = &compacted["usage"];
+    assert!(usage["output_tokens"].as_u64().unwrap() > 0, "{usage}");
+    let first_prompt = first["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(
+        usage["input_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            >= first_prompt / 2,
+        "the conversation's KV is reused: {usage}"
+    );
+    // The next turn, from what the compaction gave: the summary is in its prompt.
+    let mut input: Vec<Value> = output.clone();
+    input.push(json!({"role": "user", "content": "Go on."}));
+    let count = |input: &[Value]| {
+        post(
+            &server,
+            "/v1/responses/input_tokens",
+            json!({"input": input, "instructions": "Be brief."}),
+        )["input_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    let without: Vec<Value> = input
+        .iter()
+        .filter(|i| i["type"] != "compaction")
+        .cloned()
+        .collect();
+    let summary_tokens = post(&server, "/tokenize", json!({"content": summary_text}))["tokens"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    assert!(count(&input) >= count(&without) + summary_tokens);
+    let next = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": input, "instructions": "Be brief."})),
+    );
+    assert!(
+        next["output"].as_array().is_some_and(|o| !o.is_empty()),
+        "{next}"
+    );
+    // Nothing to compact says what to send.
+    let (code, v) = post_raw(
+        &server,
+        "/v1/responses/compact",
+        r#"{"model": "any"}"#,
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/responses", &v).contains("`input` is missing"),
+        "{v}"
+    );
+}
+
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.
 #[test]
 fn a_server_without_a_response_store_says_to_send_the_conversation() {

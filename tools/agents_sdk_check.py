@@ -6,7 +6,9 @@ adds the turn's items after it: `conversations.create`, `items.list`, `items.cre
 `items.delete` for `pop_item`, `conversations.delete` for `clear_session`), and
 `Runner.run(..., conversation_id=...)` (the server adds each response's items). Each runs
 two turns of a `Runner.run` on the Responses API; the second turn must see the first (more
-input tokens, the first turn's items in the conversation). Starts the server on a free
+input tokens, the first turn's items in the conversation). Then an
+`OpenAIResponsesCompactionSession` compacted by force (`responses.compact`): its history
+becomes the user messages and a compaction item, and a third turn runs on it. Starts the server on a free
 loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/agents_sdk_check.py [--bin target/release/epm-run] [--out F]
@@ -16,7 +18,8 @@ from typing import Literal
 
 import agents
 import openai
-from agents import Agent, ModelSettings, OpenAIConversationsSession, OpenAIResponsesModel, Runner
+from agents import (Agent, ModelSettings, OpenAIConversationsSession, OpenAIResponsesCompactionSession,
+                    OpenAIResponsesModel, Runner, SQLiteSession)
 from pydantic import BaseModel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -72,7 +75,24 @@ async def checks(client):
     server_record = {"input_tokens": [input_tokens(one), input_tokens(two)],
                      "items": [[i.type, getattr(i, "role", None)] for i in kept], "outputs": outputs}
     server_ok = input_tokens(two) > input_tokens(one) and len(kept) == 2 + outputs
-    return {"session": session_record, "conversation_id": server_record}, session_ok and server_ok
+    # The SDK's compaction session: its history, kept by the SDK, replaced by what
+    # `responses.compact` answers; the next turn runs on it.
+    compacting = OpenAIResponsesCompactionSession(
+        "compacting", SQLiteSession("compacting"), client=client,
+        should_trigger_compaction=lambda _: False)
+    await Runner.run(agent, "Name a colour.", session=compacting)
+    await Runner.run(agent, "And another?", session=compacting)
+    before = await compacting.get_items()
+    await compacting.run_compaction({"force": True})
+    compacted = await compacting.get_items()
+    after = await Runner.run(agent, "And a third?", session=compacting)
+    compaction_record = {"before": [[i.get("type"), i.get("role")] for i in before],
+                         "compacted": [[i.get("type"), i.get("role")] for i in compacted],
+                         "next_turn_output": after.final_output.colour}
+    compaction_ok = (compaction_record["compacted"] == [["message", "user"]] * 2 + [["compaction", None]]
+                     and compacted[-1].get("encrypted_content", "").strip() != "")
+    record = {"session": session_record, "conversation_id": server_record, "compaction": compaction_record}
+    return record, session_ok and server_ok and compaction_ok
 
 
 def main():

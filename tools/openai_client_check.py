@@ -15,7 +15,8 @@ conversation longer than the context: whole turns left out from the oldest, and 
 turn reusing the cut prompt; `background: true` polled to the end, a dropped stream resumed
 with `responses.stream(response_id=..., starting_after=...)`, and `responses.cancel`); the
 Conversations API (`conversations.create`, two responses in one against it sent whole, its
-items paged through, added, read and deleted, its metadata updated); then a response and a
+items paged through, added, read and deleted, its metadata updated) and `responses.compact`
+on its items, whose output the next turn sends; then a response and a
 conversation kept by one server retrieved and continued from the next one started on the
 same state folder, and the conversation deleted. Starts the servers itself on a free loopback port and stops them with SIGTERM;
 the record goes to --out.
@@ -390,18 +391,29 @@ def conversation_checks(client):
         both_refused = False
     except openai.BadRequestError as e:
         both_refused = "both given" in e.message
+    # Compacted, as Codex compacts a conversation near the context's end: its user messages
+    # and one compaction item, which the next turn sends as its input.
+    compacted = client.responses.compact(model="any", input=[i.model_dump(exclude_none=True) for i in items])
+    after_compaction = client.responses.create(**ask, input=[
+        *[o.model_dump(exclude_none=True, warnings=False) for o in compacted.output],
+        {"role": "user", "content": "Go on."}])
     record = {"id": conv.id, "responses_name_it": [first.conversation.id, second.conversation.id],
               "second_input_tokens": second.usage.input_tokens, "whole_input_tokens": whole.usage.input_tokens,
               "same_reply": second.output_text == whole.output_text,
               "items": [[i.type, getattr(i, "role", None)] for i in items],
               "aside": aside.content[0].text, "item_deleted_is_404": item_gone,
-              "metadata": updated.metadata, "with_previous_response_id_is_400": both_refused}
+              "metadata": updated.metadata, "with_previous_response_id_is_400": both_refused,
+              "compacted": [[o.type, getattr(o, "role", None)] for o in compacted.output],
+              "after_compaction": [after_compaction.status, after_compaction.usage.input_tokens]}
     ok = (record["responses_name_it"] == [conv.id, conv.id]
           and second.usage.input_tokens == whole.usage.input_tokens and record["same_reply"]
           and len(items) == 3 + len(first.output) + len(second.output)
           and [i.type for i in items[:2]] == ["message", "message"] and items[1].role == "user"
           and aside.content[0].text == "An aside." and item_gone and updated.metadata == {"topic": "shapes"}
-          and both_refused)
+          and both_refused and compacted.object == "response.compaction"
+          and record["compacted"] == [["message", "user"]] * 2 + [["compaction", None]]
+          and compacted.output[-1].encrypted_content.strip() != ""
+          and after_compaction.status in ("completed", "incomplete"))
     return record, ok, conv, second
 
 

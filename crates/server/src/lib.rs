@@ -16,6 +16,7 @@
 pub mod anthropic;
 mod auth;
 mod background;
+pub mod compaction;
 pub mod conversations;
 pub mod error;
 pub mod generation;

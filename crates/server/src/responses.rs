@@ -15,7 +15,8 @@
 //! /v1/responses/{id}/cancel` stops it.
 //! `POST /v1/responses/input_tokens` counts a request's input tokens.
 //! `conversation` names a Conversations API conversation ([`crate::conversations`]) the
-//! response continues and adds its items to.
+//! response continues and adds its items to. `POST /v1/responses/compact` is
+//! [`crate::compaction`]'s.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -55,6 +56,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/responses", post(responses))
         .route("/v1/responses/input_tokens", post(input_tokens))
         .route("/responses/input_tokens", post(input_tokens))
+        .route("/v1/responses/compact", post(crate::compaction::compact))
+        .route("/responses/compact", post(crate::compaction::compact))
         .route("/v1/responses/{id}", get(retrieve).delete(delete_response))
         .route("/v1/responses/{id}/input_items", get(list_input_items))
         .route("/v1/responses/{id}/cancel", post(cancel))
@@ -65,7 +68,7 @@ pub fn routes() -> Router<Arc<AppState>> {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-enum Input {
+pub(crate) enum Input {
     Text(String),
     Items(Vec<Value>),
 }
@@ -76,26 +79,26 @@ struct TextOptions {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-struct ResponsesRequest {
-    input: Option<Input>,
+pub(crate) struct ResponsesRequest {
+    pub(crate) input: Option<Input>,
     /// A stored prompt template (OpenAI's `prompt: {"id"}`): refused, naming it.
     prompt: Option<Value>,
     /// A Conversations API conversation ([`crate::conversations`]), by its id or as
     /// `{"id"}`: its items come before `input`, and the response's are added to it.
-    conversation: Option<Value>,
+    pub(crate) conversation: Option<Value>,
     instructions: Option<String>,
     tools: Option<Vec<Value>>,
     tool_choice: Option<Value>,
     parallel_tool_calls: Option<bool>,
     max_output_tokens: Option<u32>,
-    temperature: Option<f32>,
-    top_p: Option<f32>,
-    seed: Option<i64>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) top_p: Option<f32>,
+    pub(crate) seed: Option<i64>,
     #[serde(default)]
     stream: bool,
     text: Option<TextOptions>,
     reasoning: Option<ReasoningOptions>,
-    previous_response_id: Option<String>,
+    pub(crate) previous_response_id: Option<String>,
     /// Keep the response for `previous_response_id` and `GET` (OpenAI's default: true).
     store: Option<bool>,
     /// Answer at once, `queued`, and generate without the client ([`crate::background`]).
@@ -144,7 +147,7 @@ struct ReasoningOptions {
     effort: Option<ReasoningEffort>,
 }
 
-fn item_text(content: &Value) -> String {
+pub(crate) fn item_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
@@ -175,6 +178,7 @@ pub(crate) fn normalized_items(mut items: Vec<Value>) -> Vec<Value> {
             "custom_tool_call" => "ctc",
             "custom_tool_call_output" => "ctco",
             "reasoning" => "rs",
+            "compaction" => "cmp",
             _ => "item",
         };
         o.entry("id").or_insert_with(|| json!(new_id(prefix)));
@@ -196,7 +200,7 @@ pub(crate) fn normalized_items(mut items: Vec<Value>) -> Vec<Value> {
 
 /// The request's own input items, a string input as a user message, as they are kept
 /// ([`normalized_items`]).
-fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError> {
+pub(crate) fn own_items(req: &ResponsesRequest) -> std::result::Result<Vec<Value>, ApiError> {
     let input = match (&req.input, &req.prompt) {
         (Some(i), _) => i,
         (None, Some(_)) => {
@@ -238,7 +242,7 @@ fn conversation_id(req: &ResponsesRequest) -> std::result::Result<Option<String>
 
 /// The conversation a request continues (the items of its `conversation`, or
 /// `previous_response_id`'s, from the store), then its `own` items.
-fn history(
+pub(crate) fn history(
     state: &AppState,
     req: &ResponsesRequest,
     own: Vec<Value>,
@@ -375,9 +379,15 @@ pub(crate) fn template_messages(
                     .unwrap_or(&Value::Null);
                 reasoning.push_str(&item_text(parts));
             }
+            // What `POST /v1/responses/compact` answered (Codex's history calls it a
+            // compaction summary).
+            "compaction" | "compaction_summary" => {
+                reasoning.clear();
+                out.push(crate::compaction::summary_message(item));
+            }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "`{field}[{i}].type` is `{other}`: use message, reasoning, function_call, function_call_output, custom_tool_call or custom_tool_call_output"
+                    "`{field}[{i}].type` is `{other}`: use message, reasoning, function_call, function_call_output, custom_tool_call, custom_tool_call_output or compaction"
                 )))
             }
         }
@@ -466,7 +476,7 @@ fn text_format(f: Option<&Value>) -> std::result::Result<Format, ApiError> {
     }
 }
 
-fn usage(u: &generation::Usage) -> Value {
+pub(crate) fn usage(u: &generation::Usage) -> Value {
     json!({"input_tokens": u.prompt, "input_tokens_details": {"cached_tokens": u.cached},
            "output_tokens": u.completion, "output_tokens_details": {"reasoning_tokens": u.reasoning},
            "total_tokens": u.prompt + u.completion})
@@ -629,7 +639,10 @@ fn call_item(c: &epm_chat::ToolCall, custom: bool, status: &str, arguments: &str
 
 /// What a request gives the template: its instructions and the conversation's `items` as
 /// messages, its tools and variables.
-fn chat_input(req: &ResponsesRequest, items: &[Value]) -> std::result::Result<ChatInput, ApiError> {
+pub(crate) fn chat_input(
+    req: &ResponsesRequest,
+    items: &[Value],
+) -> std::result::Result<ChatInput, ApiError> {
     Ok(ChatInput {
         messages: template_messages(req.instructions.as_deref(), items, "input")?,
         tools: req
