@@ -1297,9 +1297,20 @@ fn conversations_hold_their_items_across_responses_and_restarts() {
         .exists());
 }
 
+/// The conversation of `first` (asked `first_text`) and `second` (which continued it), as a
+/// stateless client sends it.
+fn whole_conversation(first: &Value, first_text: &str, second: &Value) -> Vec<Value> {
+    let mut items = vec![json!({"role": "user", "content": first_text})];
+    items.extend(first["output"].as_array().unwrap().iter().cloned());
+    items.push(json!({"role": "user", "content": "And their lengths?"}));
+    items.extend(second["output"].as_array().unwrap().iter().cloned());
+    items
+}
+
 /// `POST /v1/responses/compact`: the conversation's user messages and one compaction item
 /// holding the model's summary, written with the conversation's KV reused; a later request
-/// sends them as its input, and the summary reaches the model.
+/// sends them as its input, and the summary reaches the model. A request whose input ends
+/// with a `compaction_trigger` answers the compaction item alone, streamed or not.
 #[test]
 fn a_conversation_is_compacted_to_its_user_messages_and_a_summary() {
     let _g = serial();
@@ -1378,6 +1389,40 @@ fn a_conversation_is_compacted_to_its_user_messages_and_a_summary() {
         next["output"].as_array().is_some_and(|o| !o.is_empty()),
         "{next}"
     );
+    // Newer clients ask on the Responses endpoint itself, with a trigger item last: the
+    // answer is a response whose one item is the compaction, streamed or not.
+    let mut triggered = whole_conversation(&first, &first_text, &second);
+    triggered.push(json!({"type": "compaction_trigger"}));
+    let ask_trigger = json!({"input": triggered, "instructions": "Be brief.", "store": false});
+    let r = post(&server, "/v1/responses", ask_trigger.clone());
+    assert_eq!(r["status"], "completed", "{r}");
+    let items = r["output"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{r}");
+    assert_eq!(items[0]["type"], "compaction");
+    assert!(!items[0]["encrypted_content"].as_str().unwrap().is_empty());
+    assert!(
+        r["usage"]["input_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            >= first_prompt / 2
+    );
+    let events = server.stream(
+        "/v1/responses",
+        &merged(ask_trigger, &json!({"stream": true})),
+    );
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    assert_eq!(events[2]["item"]["id"], events[3]["item"]["id"]);
+    assert_eq!(events[4]["response"]["output"][0], events[3]["item"]);
     // Nothing to compact says what to send.
     let (code, v) = post_raw(
         &server,

@@ -8,6 +8,10 @@
 //! endpoint when its provider is OpenAI's, base URL set to this server; the Agents SDK's
 //! `OpenAIResponsesCompactionSession` does too.
 //!
+//! A `POST /v1/responses` whose input ends with `{"type": "compaction_trigger"}` is the
+//! newer way to ask: its answer is a response with the compaction item alone
+//! ([`summarize`] is shared).
+//!
 //! OpenAI's `encrypted_content` is opaque to clients; here it is the summary's plain text.
 
 use std::sync::Arc;
@@ -56,7 +60,7 @@ pub fn summary_message(item: &Value) -> Value {
 
 /// `POST /v1/responses/compact`: `input`, `previous_response_id` (or `conversation`),
 /// `instructions` and `tools` as a response takes them.
-pub async fn compact(
+pub(crate) async fn compact(
     State(state): State<Arc<AppState>>,
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> std::result::Result<Json<Value>, OpenAiError> {
@@ -69,13 +73,38 @@ pub async fn compact(
         _ => own_items(&req)?,
     };
     let items = history(&state, &req, own)?;
-    let mut asking = items.clone();
+    let (summary, usage_of) = summarize(&state, &req, &items).await?;
+    let budget = loaded.n_ctx_per_seq as usize / KEPT_USER_SHARE;
+    let mut output = kept_user_messages(&items, budget, |text| {
+        loaded.engine.tokenize_plain(text).len()
+    });
+    output.push(compaction_item(&new_id("cmp"), &summary));
+    Ok(Json(json!({
+        "id": new_id("resp"), "object": "response.compaction", "created_at": now(),
+        "output": output, "usage": usage(&usage_of),
+    })))
+}
+
+/// A compaction item holding `summary`.
+pub fn compaction_item(id: &str, summary: &str) -> Value {
+    json!({"type": "compaction", "id": id, "encrypted_content": summary})
+}
+
+/// The model's summary of the conversation `items` (rendered with `req`'s instructions and
+/// tools), and what writing it took.
+pub(crate) async fn summarize(
+    state: &AppState,
+    req: &ResponsesRequest,
+    items: &[Value],
+) -> Result<(String, generation::Usage), ApiError> {
+    let loaded = loaded(state)?;
+    let mut asking = items.to_vec();
     asking.push(json!({"type": "message", "role": "user", "content": COMPACT_PROMPT}));
     // Where the conversation and the reply do not fit, its oldest turns are left out of what
     // the summary is written from, rather than nothing written.
     let reply_tokens = SUMMARY_TOKENS + REASONING_TOKENS;
     let asking =
-        generation::fit_conversation(loaded, asking, Some(reply_tokens), |i| chat_input(&req, i))?;
+        generation::fit_conversation(loaded, asking, Some(reply_tokens), |i| chat_input(req, i))?;
     let ask = OutputAsk {
         tool_choice: ToolChoice::None,
         budget: BudgetAsk {
@@ -91,24 +120,15 @@ pub async fn compact(
         seed: req.seed,
         ..Default::default()
     };
-    let p = prepare_chat(loaded, &chat_input(&req, &asking)?, &ask, &asked)?;
-    let c = collect(submit(&state, p)?).await?;
+    let p = prepare_chat(loaded, &chat_input(req, &asking)?, &ask, &asked)?;
+    let c = collect(submit(state, p)?).await?;
     let summary = c.text.trim();
     if summary.is_empty() {
         return Err(ApiError::internal(
             "the model wrote no summary (its reply was empty or reasoning only): compact again, or start a new conversation",
-        )
-        .into());
+        ));
     }
-    let budget = loaded.n_ctx_per_seq as usize / KEPT_USER_SHARE;
-    let mut output = kept_user_messages(&items, budget, |text| {
-        loaded.engine.tokenize_plain(text).len()
-    });
-    output.push(json!({"type": "compaction", "id": new_id("cmp"), "encrypted_content": summary}));
-    Ok(Json(json!({
-        "id": new_id("resp"), "object": "response.compaction", "created_at": now(),
-        "output": output, "usage": usage(&c.usage),
-    })))
+    Ok((summary.to_string(), c.usage))
 }
 
 /// The user messages of `items`, the newest of them whose texts take at most `budget`

@@ -677,6 +677,10 @@ async fn responses(
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
     let own = own_items(&req)?;
+    let kind = |i: &Value| i.get("type").and_then(Value::as_str).map(str::to_string);
+    if own.last().and_then(kind).as_deref() == Some("compaction_trigger") {
+        return triggered_compaction(state, req, own).await;
+    }
     let items = fit_to_context(loaded, &req, history(&state, &req, own.clone())?)?;
     let chat = chat_input(&req, &items)?;
     let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
@@ -770,6 +774,104 @@ async fn responses(
     let response = meta.envelope("completed", output, Some(&c.finish_reason), &c.usage);
     meta.conclude(&response);
     Ok(Json(response).into_response())
+}
+
+/// A request whose input ends with `{"type": "compaction_trigger"}`, how newer clients ask
+/// for compaction on this endpoint itself (`POST /v1/responses/compact` is the older way):
+/// the conversation before it summarized ([`crate::compaction::summarize`]) and answered as
+/// a response whose output is one compaction item. Streamed, the response and its item open
+/// at once and the item is done with the summary.
+async fn triggered_compaction(
+    state: Arc<AppState>,
+    req: ResponsesRequest,
+    mut own: Vec<Value>,
+) -> Result<Response> {
+    own.pop();
+    if req.background {
+        return Err(ApiError::bad_request(
+            "a `compaction_trigger` is answered in the foreground: leave `background` out",
+        )
+        .into());
+    }
+    let items = history(&state, &req, own.clone())?;
+    let meta = ResponseMeta {
+        custom_tools: Vec::new(),
+        id: new_id("resp"),
+        created_at: now(),
+        background: false,
+        model: state.model_name.clone(),
+        previous_response_id: req.previous_response_id.clone(),
+        instructions: req.instructions.clone(),
+        truncation: req.truncation,
+        store: req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled()),
+        conversation: conversation_id(&req)?,
+        state: state.clone(),
+        input: own,
+    };
+    let item_id = new_id("cmp");
+    // The compaction item holding `summary`, and the response around it, kept.
+    fn done(
+        meta: &ResponseMeta,
+        item_id: &str,
+        summary: &str,
+        u: &generation::Usage,
+    ) -> (Value, Value) {
+        let item = crate::compaction::compaction_item(item_id, summary);
+        let response = meta.envelope("completed", vec![item.clone()], None, u);
+        meta.conclude(&response);
+        (item, response)
+    }
+    if !req.stream {
+        let (summary, u) = crate::compaction::summarize(&state, &req, &items).await?;
+        return Ok(Json(done(&meta, &item_id, &summary, &u).1).into_response());
+    }
+    let typed = |kind: &str, seq: u64, mut v: Value| {
+        v["type"] = json!(kind);
+        v["sequence_number"] = json!(seq);
+        Ok::<_, Infallible>(SseEvent::default().event(kind).data(v.to_string()))
+    };
+    let opened = meta.envelope("in_progress", Vec::new(), None, &Default::default());
+    let head = vec![
+        typed("response.created", 0, json!({"response": opened})),
+        typed("response.in_progress", 1, json!({"response": opened})),
+        typed(
+            "response.output_item.added",
+            2,
+            json!({"output_index": 0, "item": {"type": "compaction", "id": item_id}}),
+        ),
+    ];
+    let tail = async move {
+        match crate::compaction::summarize(&state, &req, &items).await {
+            Ok((summary, u)) => {
+                let (item, response) = done(&meta, &item_id, &summary, &u);
+                vec![
+                    typed(
+                        "response.output_item.done",
+                        3,
+                        json!({"output_index": 0, "item": item}),
+                    ),
+                    typed("response.completed", 4, json!({"response": response})),
+                ]
+            }
+            Err(e) => {
+                let mut failed = meta.envelope("failed", Vec::new(), None, &Default::default());
+                failed["error"] = json!({"code": "server_error", "message": e.message});
+                vec![
+                    typed(
+                        "error",
+                        3,
+                        json!({"code": "server_error", "message": e.message, "param": null}),
+                    ),
+                    typed("response.failed", 4, json!({"response": failed})),
+                ]
+            }
+        }
+    };
+    let events = futures_util::stream::iter(head)
+        .chain(futures_util::stream::once(tail).flat_map(futures_util::stream::iter));
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }
 
 fn stored<T>(r: std::result::Result<T, StoreError>) -> Result<T> {
