@@ -55,7 +55,7 @@ fn every_protocol_generates_the_same_tokens_and_speaks_its_own_errors() {
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let mut server = Server::start(&model, &["-c", "2048", "--api-key", "k"]);
     // Longer than a ubatch, so that a repeat of it keeps whole ubatches.
-    let user = "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let user = long_question();
     let user = user.as_str();
     let n = 10;
     let chat = |body: Value| post(&server, "/v1/chat/completions", body);
@@ -869,6 +869,29 @@ fn token_counts_are_the_prompt_each_request_evaluates() {
     assert!(!error_message("/v1/responses/input_tokens", &v).is_empty());
 }
 
+/// A greedy request of 8 tokens at most, with `extra`'s fields.
+fn ask(extra: Value) -> Value {
+    merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra)
+}
+
+/// A question longer than a ubatch, so that a conversation continuing it keeps whole
+/// ubatches of its KV.
+fn long_question() -> String {
+    "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12)
+}
+
+/// A Responses `usage` whose prompt reused at least half of a first prompt of
+/// `first_prompt` tokens.
+fn assert_reused(usage: &Value, first_prompt: u64) {
+    let cached = usage["input_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        cached >= first_prompt / 2,
+        "the conversation's KV is reused: {usage}"
+    );
+}
+
 /// A GET or DELETE: its status and JSON body.
 fn call(method: &str, server: &Server, path: &str) -> (u16, Value) {
     match ureq::request(method, &server.url(path)).call() {
@@ -889,10 +912,7 @@ fn stored_responses_continue_a_conversation() {
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let server = Server::start(&model, &["-c", "4096"]);
     let ok = |path: &str, body: Value| post(&server, path, body);
-    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
-    // Longer than a ubatch, so that the continuation keeps whole ubatches.
-    let first_text =
-        "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let first_text = long_question();
     let first = ok(
         "/v1/responses",
         ask(json!({"input": first_text, "instructions": "Be brief."})),
@@ -923,13 +943,7 @@ fn stored_responses_continue_a_conversation() {
         stateless["output"][0]["content"]
     );
     let first_prompt = first["usage"]["input_tokens"].as_u64().unwrap();
-    assert!(
-        second["usage"]["input_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap()
-            >= first_prompt / 2,
-        "{second}"
-    );
+    assert_reused(&second["usage"], first_prompt);
     let counted = ok(
         "/v1/responses/input_tokens",
         json!({"input": "And their lengths?",
@@ -1007,7 +1021,6 @@ fn stored_responses_outlive_the_server() {
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let args = ["--prompt-cache-dir", state.path().to_str().unwrap()];
-    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
     let server = Server::start(&model, &args);
     let first = post(
         &server,
@@ -1106,7 +1119,6 @@ fn conversations_hold_their_items_across_responses_and_restarts() {
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let args = ["--prompt-cache-dir", state.path().to_str().unwrap()];
-    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
     let server = Server::start(&model, &args);
     let system = json!({"type": "message", "role": "system", "content": "Be brief."});
     let conv = post(
@@ -1116,9 +1128,7 @@ fn conversations_hold_their_items_across_responses_and_restarts() {
     );
     assert_eq!(conv["object"], "conversation", "{conv}");
     let id = conv["id"].as_str().unwrap().to_string();
-    // Longer than a ubatch, so that the next turn keeps whole ubatches.
-    let first_text =
-        "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let first_text = long_question();
     let first = post(
         &server,
         "/v1/responses",
@@ -1157,13 +1167,7 @@ fn conversations_hold_their_items_across_responses_and_restarts() {
     };
     assert_eq!(without_ids(&second), without_ids(&stateless));
     let first_prompt = first["usage"]["input_tokens"].as_u64().unwrap();
-    assert!(
-        second["usage"]["input_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap()
-            >= first_prompt / 2,
-        "{second}"
-    );
+    assert_reused(&second["usage"], first_prompt);
     // Its items: the first item, then each response's input and output, in order, with
     // ids, paged two at a time.
     let items = conversation_items(&server, &id, 2);
@@ -1317,10 +1321,7 @@ fn a_conversation_is_compacted_to_its_user_messages_and_a_summary() {
     let dir = tempfile::tempdir().unwrap();
     let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
     let server = Server::start(&model, &["-c", "4096"]);
-    let ask = |extra: Value| merged(json!({"max_output_tokens": 8, "temperature": 0}), &extra);
-    // Longer than a ubatch, so that the compaction keeps whole ubatches of it.
-    let first_text =
-        "Name three rivers of Europe, and say where each one meets the sea. ".repeat(12);
+    let first_text = long_question();
     let first = post(
         &server,
         "/v1/responses",
@@ -1351,13 +1352,7 @@ fn a_conversation_is_compacted_to_its_user_messages_and_a_summary() {
     let usage = &compacted["usage"];
     assert!(usage["output_tokens"].as_u64().unwrap() > 0, "{usage}");
     let first_prompt = first["usage"]["input_tokens"].as_u64().unwrap();
-    assert!(
-        usage["input_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap()
-            >= first_prompt / 2,
-        "the conversation's KV is reused: {usage}"
-    );
+    assert_reused(usage, first_prompt);
     // The next turn, from what the compaction gave: the summary is in its prompt.
     let mut input: Vec<Value> = output.clone();
     input.push(json!({"role": "user", "content": "Go on."}));
@@ -1400,12 +1395,7 @@ fn a_conversation_is_compacted_to_its_user_messages_and_a_summary() {
     assert_eq!(items.len(), 1, "{r}");
     assert_eq!(items[0]["type"], "compaction");
     assert!(!items[0]["encrypted_content"].as_str().unwrap().is_empty());
-    assert!(
-        r["usage"]["input_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap()
-            >= first_prompt / 2
-    );
+    assert_reused(&r["usage"], first_prompt);
     let events = server.stream(
         "/v1/responses",
         &merged(ask_trigger, &json!({"stream": true})),
