@@ -1062,28 +1062,65 @@ fn stored_responses_outlive_the_server() {
         .unwrap()
         .count();
     assert_eq!(files, 3);
-    // A background response whose server is killed before it ends: the next server says
-    // it failed, rather than queued for ever.
+    // A background response whose server is killed before it ends, or stopped: its file
+    // holds its request, and the next server runs it again under its id, to the reply the
+    // same request gives in the foreground.
+    let long = ask(json!({"input": "Tell me a long story.", "max_output_tokens": 900}));
     let mut server = server;
-    let queued = post(
-        &server,
-        "/v1/responses",
-        ask(
-            json!({"input": "Tell me a long story.", "background": true, "max_output_tokens": 900}),
-        ),
+    let mut reference = Value::Null;
+    for kill in [true, false] {
+        let queued = post(
+            &server,
+            "/v1/responses",
+            merged(long.clone(), &json!({"background": true})),
+        );
+        if kill {
+            server.kill();
+        } else {
+            assert!(server.stop().success());
+        }
+        let id = queued["id"].as_str().unwrap();
+        let file = state.path().join("responses").join(format!("{id}.json"));
+        let on_disk =
+            || -> Value { serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap() };
+        let left = on_disk();
+        assert_eq!(left["response"]["status"], "queued", "{left}");
+        assert_eq!(left["request"]["input"], "Tell me a long story.");
+        server = Server::start(&model, &args);
+        let done = finished(&server, id);
+        assert_eq!(done["status"], "incomplete", "{done}");
+        if reference.is_null() {
+            reference = post(
+                &server,
+                "/v1/responses",
+                merged(long.clone(), &json!({"store": false})),
+            );
+        }
+        assert_eq!(
+            done["output"][0]["content"],
+            reference["output"][0]["content"]
+        );
+        // Over, its file no longer holds the request.
+        assert!(on_disk()["request"].is_null());
+    }
+}
+
+/// Background response `id` polled until it is over: its final object.
+fn finished(server: &Server, id: &str) -> Value {
+    let path = format!("/v1/responses/{id}");
+    let mut done = Value::Null;
+    wait_for(
+        "the background response to end",
+        Duration::from_secs(60),
+        || {
+            let (code, r) = call("GET", server, &path);
+            assert_eq!(code, 200, "{r}");
+            let running = ["queued", "in_progress"].contains(&r["status"].as_str().unwrap());
+            done = r;
+            !running
+        },
     );
-    server.kill();
-    let id = queued["id"].as_str().unwrap();
-    let file = state.path().join("responses").join(format!("{id}.json"));
-    let on_disk: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    assert_eq!(on_disk["response"]["status"], "queued", "{on_disk}");
-    let server = Server::start(&model, &args);
-    let (code, got) = call("GET", &server, &format!("/v1/responses/{id}"));
-    assert_eq!((code, &got["status"]), (200, &json!("failed")), "{got}");
-    assert!(got["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("server stopped"));
+    done
 }
 
 /// Every page of a conversation's items, oldest first, `limit` at a time, as a client
@@ -1484,18 +1521,7 @@ fn background_responses_answer_at_once_run_on_and_cancel() {
     );
     let id = queued["id"].as_str().unwrap().to_string();
     let path = format!("/v1/responses/{id}");
-    let mut done = Value::Null;
-    wait_for(
-        "the background response to end",
-        Duration::from_secs(60),
-        || {
-            let (code, r) = call("GET", &server, &path);
-            assert_eq!(code, 200, "{r}");
-            let running = ["queued", "in_progress"].contains(&r["status"].as_str().unwrap());
-            done = r;
-            !running
-        },
-    );
+    let done = finished(&server, &id);
     assert_eq!(done["status"], reference["status"], "{done}");
     assert_eq!(
         done["output"][0]["content"],

@@ -18,7 +18,8 @@ Conversations API (`conversations.create`, two responses in one against it sent 
 items paged through, added, read and deleted, its metadata updated) and `responses.compact`
 on its items, whose output the next turn sends; then a response and a
 conversation kept by one server retrieved and continued from the next one started on the
-same state folder, and the conversation deleted. Starts the servers itself on a free loopback port and stops them with SIGTERM;
+same state folder, and the conversation deleted; and a background response left running by the
+first server finished by the second. Starts the servers itself on a free loopback port and stops them with SIGTERM;
 the record goes to --out.
 
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
@@ -510,6 +511,9 @@ def main():
         checks["agents"] = agent_checks(client)
         checks["conversations"], conversations_ok, conv, in_conv = conversation_checks(client)
         kept = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
+        # Left running when the server stops: the next server runs it again.
+        unfinished = client.responses.create(model="any", input="Tell me a long story.", max_output_tokens=900,
+                                             temperature=0, background=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
@@ -519,6 +523,11 @@ def main():
         got = client.responses.retrieve(kept.id)
         chained = client.responses.create(model="any", input="And another?", previous_response_id=kept.id,
                                           max_output_tokens=8, temperature=0)
+        resumed = client.responses.retrieve(unfinished.id)
+        deadline = time.monotonic() + 120
+        while resumed.status in ("queued", "in_progress") and time.monotonic() < deadline:
+            time.sleep(0.1)
+            resumed = client.responses.retrieve(unfinished.id)
         # The conversation too: its metadata, and a response in it after the earlier ones.
         same_conv = client.conversations.retrieve(conv.id)
         before = len(list(client.conversations.items.list(conv.id)))
@@ -537,7 +546,9 @@ def main():
                                            "conversation_kept": same_conv.metadata == {"topic": "shapes"},
                                            "conversation_continued": later.usage.input_tokens
                                            > in_conv.usage.input_tokens and after == before + 1 + len(later.output),
-                                           "conversation_deleted_is_404": conv_gone}
+                                           "conversation_deleted_is_404": conv_gone,
+                                           "background_run_again": resumed.status == "incomplete"
+                                           and resumed.usage.output_tokens == 900}
     finally:
         proc.send_signal(signal.SIGTERM)
         code = max(code, proc.wait(timeout=30))

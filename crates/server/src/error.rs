@@ -177,18 +177,26 @@ pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> R
         }
     })?;
     let de = &mut serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        use serde_json::error::Category;
-        match inner.classify() {
-            Category::Syntax | Category::Eof | Category::Io => {
-                ApiError::bad_request(format!("the request body is not valid JSON: {inner}"))
-            }
-            Category::Data if path == "." || path.is_empty() => ApiError::bad_request(format!(
-                "the request body does not fit this endpoint: {inner}"
-            )),
-            Category::Data => ApiError::bad_request(format!("invalid `{path}`: {inner}")),
+    serde_path_to_error::deserialize(de).map_err(body_error)
+}
+
+/// A request body already read as JSON, as the type its endpoint takes; errors as
+/// [`parse_json`] words them.
+pub fn from_json<T: DeserializeOwned>(body: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(body).map_err(body_error)
+}
+
+fn body_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    use serde_json::error::Category;
+    match inner.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            ApiError::bad_request(format!("the request body is not valid JSON: {inner}"))
         }
-    })
+        Category::Data if path == "." || path.is_empty() => ApiError::bad_request(format!(
+            "the request body does not fit this endpoint: {inner}"
+        )),
+        Category::Data => ApiError::bad_request(format!("invalid `{path}`: {inner}")),
+    }
 }

@@ -215,11 +215,17 @@ pub async fn serve(
     on_listening(local);
     let app = router(state.clone(), max_body);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    // Loading fails: stop serving and report it. Shutdown asked: stop too.
+    // Loading fails: stop serving and report it. Shutdown asked: stop too. Loaded: run
+    // again what background responses the previous server left unfinished.
+    let resume_state = state.clone();
     let load_failed = tokio::spawn(async move {
         match load_rx.await {
             Ok(Err(e)) => Some(e),
-            _ => None,
+            Ok(Ok(())) => {
+                responses::resume_background(&resume_state);
+                None
+            }
+            Err(_) => None,
         }
     });
     // The model files, checked in full (header checksum too) every few seconds.

@@ -49,13 +49,17 @@ pub struct ResponseFolder {
     dir: PathBuf,
 }
 
-/// One response's file.
+/// One response's file, and what an entry is made of.
 #[derive(Debug, Serialize, Deserialize)]
 struct StoredFile {
     id: String,
     previous: Option<String>,
     input: Vec<Value>,
     response: Value,
+    /// A background response's request while it runs: the next server runs it again if
+    /// this one stops first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request: Option<Value>,
 }
 
 impl ResponseFolder {
@@ -75,13 +79,12 @@ impl ResponseFolder {
         plain.then(|| self.dir.join(format!("{id}.json")))
     }
 
-    /// Write `entry`'s file, atomically and durably.
-    fn write(&self, entry: &StoredFile) -> std::io::Result<()> {
-        let path = self.file(&entry.id).ok_or_else(|| {
+    /// Write response `id`'s file (a [`StoredFile`]'s JSON), atomically and durably.
+    fn write(&self, id: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let path = self.file(id).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a plain name")
         })?;
-        let bytes = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
-        epm_sys::fs::write_atomic(&path, &bytes)
+        epm_sys::fs::write_atomic(&path, bytes)
     }
 
     fn remove(&self, id: &str) {
@@ -178,7 +181,27 @@ pub struct ResponseStore {
     /// 4. Greater than every entry's `last_used`.
     clock: u64,
     /// 5. When set, holds a file for each entry and for no other response.
+    /// 6. A file holds a request only for a response still queued or in progress
+    ///    ([`unfinished`]).
     folder: Option<ResponseFolder>,
+    /// Background responses the previous server did not finish, with their requests, for
+    /// this one to run again ([`Self::take_resumable`]).
+    resumable: Vec<(String, Value)>,
+}
+
+/// Whether `response` is a background response not yet over.
+fn unfinished(response: &Value) -> bool {
+    matches!(
+        response.get("status").and_then(Value::as_str),
+        Some("queued" | "in_progress")
+    )
+}
+
+/// `response`, failed with `message` as its error.
+pub fn failed(mut response: Value, message: &str) -> Value {
+    response["status"] = "failed".into();
+    response["error"] = serde_json::json!({"code": "server_error", "message": message});
+    response
 }
 
 impl ResponseStore {
@@ -191,42 +214,53 @@ impl ResponseStore {
             capacity,
             clock: 0,
             folder: None,
+            resumable: Vec::new(),
         }
     }
 
     /// A store of at most `capacity` bytes that keeps its responses in `folder` too, with
     /// those the folder holds already (the most recently written kept where they do not all
     /// fit; the files of those that do not are removed). A background response that was
-    /// still queued or running when its server stopped is kept as `failed`: no server runs
-    /// it any more.
+    /// still queued or running when its server stopped is kept `queued`, to be run again
+    /// ([`Self::take_resumable`]); one whose file holds no request (a build before this
+    /// one's) is kept as `failed`.
     pub fn with_folder(capacity: usize, folder: ResponseFolder) -> ResponseStore {
         let mut store = ResponseStore::new(capacity);
         let kept = folder.read_all();
         store.folder = Some(folder);
         for mut f in kept {
-            let unfinished = matches!(
-                f.response.get("status").and_then(Value::as_str),
-                Some("queued" | "in_progress")
-            );
-            if unfinished {
-                f.response["status"] = "failed".into();
-                f.response["error"] = serde_json::json!({
-                    "code": "server_error",
-                    "message": "the server stopped before this response was finished"
-                });
-            }
             let id = f.id.clone();
-            // Only a response marked failed here needs its file written again.
-            let kept = if unfinished {
-                store.insert(&id, f.previous, f.input, f.response)
-            } else {
-                store.put(&id, f.previous, f.input, f.response)
+            let stopped = unfinished(&f.response);
+            let kept = match (&f.request, stopped) {
+                (_, false) => store.put(f),
+                (Some(request), true) => {
+                    let request = request.clone();
+                    f.response["status"] = "queued".into();
+                    let kept = store.insert_entry(f);
+                    if kept {
+                        store.resumable.push((id.clone(), request));
+                    }
+                    kept
+                }
+                (None, true) => {
+                    f.response = failed(
+                        f.response,
+                        "the server stopped before this response was finished",
+                    );
+                    store.insert_entry(f)
+                }
             };
             if !kept {
                 store.forget_file(&id);
             }
         }
         store
+    }
+
+    /// The background responses the previous server left unfinished, each with its
+    /// request, once: the caller runs them again under the same ids.
+    pub fn take_resumable(&mut self) -> Vec<(String, Value)> {
+        std::mem::take(&mut self.resumable)
     }
 
     fn forget_file(&self, id: &str) {
@@ -275,17 +309,47 @@ impl ResponseStore {
         input: Vec<Value>,
         response: Value,
     ) -> bool {
-        let entry = self.folder.is_some().then(|| StoredFile {
+        self.insert_entry(StoredFile {
             id: id.to_string(),
-            previous: previous.clone(),
-            input: input.clone(),
-            response: response.clone(),
-        });
-        if !self.put(id, previous, input, response) {
+            previous,
+            input,
+            response,
+            request: None,
+        })
+    }
+
+    /// [`Self::insert`] for a background response still queued or in progress, with its
+    /// `request`, which a file keeps so that the next server runs it again if this one
+    /// stops first (a finished response's later insert drops it).
+    pub fn insert_running(
+        &mut self,
+        id: &str,
+        previous: Option<String>,
+        input: Vec<Value>,
+        response: Value,
+        request: Value,
+    ) -> bool {
+        let request = unfinished(&response).then_some(request);
+        self.insert_entry(StoredFile {
+            id: id.to_string(),
+            previous,
+            input,
+            response,
+            request,
+        })
+    }
+
+    fn insert_entry(&mut self, entry: StoredFile) -> bool {
+        let id = entry.id.clone();
+        let bytes = self
+            .folder
+            .as_ref()
+            .and_then(|_| serde_json::to_vec(&entry).ok());
+        if !self.put(entry) {
             return false;
         }
-        if let (Some(folder), Some(entry)) = (&self.folder, entry) {
-            if let Err(e) = folder.write(&entry) {
+        if let (Some(folder), Some(bytes)) = (&self.folder, bytes) {
+            if let Err(e) = folder.write(&id, &bytes) {
                 tracing::warn!(
                     "response {id} is kept in memory only: its file could not be written in {}: {e}",
                     folder.dir.display()
@@ -296,13 +360,16 @@ impl ResponseStore {
     }
 
     /// [`Self::insert`] in memory; the files of the responses evicted are removed.
-    fn put(
-        &mut self,
-        id: &str,
-        previous: Option<String>,
-        input: Vec<Value>,
-        response: Value,
-    ) -> bool {
+    /// (A background response's request is kept in its file only.)
+    fn put(&mut self, entry: StoredFile) -> bool {
+        let StoredFile {
+            id,
+            previous,
+            input,
+            response,
+            ..
+        } = entry;
+        let id = id.as_str();
         let json: usize = input.iter().map(|v| v.to_string().len()).sum();
         let bytes = id.len() + json + response.to_string().len();
         if bytes > self.capacity {
@@ -448,7 +515,11 @@ impl ResponseStore {
             assert!(*t < self.clock, "4");
         }
         if let Some(folder) = &self.folder {
-            let mut on_disk: Vec<String> = folder.read_all().into_iter().map(|f| f.id).collect();
+            let files = folder.read_all();
+            for f in &files {
+                assert!(f.request.is_none() || unfinished(&f.response), "6");
+            }
+            let mut on_disk: Vec<String> = files.into_iter().map(|f| f.id).collect();
             let mut held: Vec<String> = self.entries.keys().cloned().collect();
             on_disk.sort();
             held.sort();
@@ -558,7 +629,36 @@ mod tests {
         s.check();
         assert_eq!((s.usage().bytes, s.usage().responses), (one, 1));
         assert!(s.response("resp_e").is_ok());
-        // A background response its server never finished comes back failed, and stays so.
+        // A background response its server never finished runs again with its request,
+        // handed out once; over, its file drops the request (invariant 6).
+        drop(s);
+        let running = json!({"object": "response", "status": "in_progress", "output": []});
+        let request = json!({"input": "q", "background": true});
+        let mut s = ResponseStore::with_folder(3 * one + 64, folder());
+        assert!(s.insert_running(
+            "resp_r",
+            None,
+            vec![msg("user", "q")],
+            running,
+            request.clone()
+        ));
+        s.check();
+        drop(s);
+        let mut s = ResponseStore::with_folder(3 * one + 64, folder());
+        s.check();
+        assert_eq!(s.response("resp_r").unwrap()["status"], "queued");
+        assert_eq!(
+            s.take_resumable(),
+            vec![("resp_r".to_string(), request.clone())]
+        );
+        assert!(s.take_resumable().is_empty());
+        assert!(s.insert_running("resp_r", None, vec![msg("user", "q")], answer("r"), request));
+        s.check();
+        assert!(!std::fs::read_to_string(dir.path().join("resp_r.json"))
+            .unwrap()
+            .contains("request"));
+        assert!(s.delete("resp_r"));
+        // One written by a build that kept no request comes back failed, and stays so.
         drop(s);
         let queued = json!({"object": "response", "status": "queued", "output": []});
         let mut s = ResponseStore::with_folder(3 * one, folder());

@@ -37,7 +37,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use epm_engine::generation::{Event, FinishReason};
 
 use crate::background::{LoggedEvent, Run};
-use crate::error::{parse_json, ApiError, ErrorKind};
+use crate::error::{from_json, parse_json, ApiError, ErrorKind};
 use crate::generation::{
     self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
 };
@@ -45,7 +45,7 @@ use crate::openai::top_logprobs;
 use crate::openai::wire::{chat_logprob, new_id, now, tool_choice};
 use crate::openai::OpenAiError;
 use crate::output::{self, custom_input, Format, OutputAsk, ReasoningEffort};
-use crate::response_store::StoreError;
+use crate::response_store::{failed, StoreError};
 use crate::state::AppState;
 
 type Result<T> = std::result::Result<T, OpenAiError>;
@@ -497,6 +497,9 @@ struct ResponseMeta {
     input: Vec<Value>,
     store: bool,
     conversation: Option<String>,
+    /// A background response's request, kept with it while it runs: a server that stops
+    /// first leaves it to the next one ([`resume_background`]).
+    request: Option<Value>,
     /// The request's custom tools (their calls are `custom_tool_call` items).
     custom_tools: Vec<String>,
 }
@@ -549,12 +552,18 @@ impl ResponseMeta {
             return;
         }
         if let Ok(mut store) = self.state.responses.lock() {
-            if !store.insert(
+            let (id, previous, input) = (
                 &self.id,
                 self.previous_response_id.clone(),
                 self.input.clone(),
-                response.clone(),
-            ) {
+            );
+            let kept = match &self.request {
+                Some(request) => {
+                    store.insert_running(id, previous, input, response.clone(), request.clone())
+                }
+                None => store.insert(id, previous, input, response.clone()),
+            };
+            if !kept {
                 tracing::warn!(
                     "response {} is larger than the whole response store (--responses-store-mb): not kept",
                     self.id
@@ -674,7 +683,70 @@ async fn responses(
     State(state): State<Arc<AppState>>,
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Result<Response> {
-    let req: ResponsesRequest = parse_json(body)?;
+    let raw: Value = parse_json(body)?;
+    let req: ResponsesRequest = from_json(raw.clone())?;
+    respond(state, req, raw, None).await
+}
+
+/// Run the background responses the previous server left unfinished (their requests kept
+/// in the response store's folder), under their own ids, once the model is loaded. One that
+/// cannot start again (a model that no longer takes its request) is kept failed, saying why.
+pub fn resume_background(state: &Arc<AppState>) {
+    let pending = match state.responses.lock() {
+        Ok(mut store) => store.take_resumable(),
+        Err(_) => return,
+    };
+    for (id, raw) in pending {
+        let state = state.clone();
+        tokio::spawn(async move {
+            // Deleted while the model loaded: nothing to run.
+            let gone = state
+                .responses
+                .lock()
+                .map_or(true, |mut s| s.response(&id).is_err());
+            if gone {
+                return;
+            }
+            let started = match from_json::<ResponsesRequest>(raw.clone()) {
+                Ok(req) => respond(state.clone(), req, raw, Some(id.clone()))
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.0.message),
+                Err(e) => Err(e.message),
+            };
+            match started {
+                Ok(()) => tracing::info!("background response {id} runs again after the restart"),
+                Err(why) => {
+                    tracing::warn!("background response {id} cannot run again: {why}");
+                    if let Ok(mut store) = state.responses.lock() {
+                        let (Ok(response), Ok(input)) =
+                            (store.response(&id), store.input_items(&id))
+                        else {
+                            return;
+                        };
+                        let previous = response
+                            .get("previous_response_id")
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
+                        let message = format!(
+                            "the server restarted, and could not run this response again: {why}"
+                        );
+                        store.insert(&id, previous, input, failed(response, &message));
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Answer request `req` (whose JSON is `raw`) as response `id`, a new one unless given (a
+/// background response run again after a restart keeps its own).
+async fn respond(
+    state: Arc<AppState>,
+    req: ResponsesRequest,
+    raw: Value,
+    id: Option<String>,
+) -> Result<Response> {
     let loaded = loaded(&state)?;
     let own = own_items(&req)?;
     let kind = |i: &Value| i.get("type").and_then(Value::as_str).map(str::to_string);
@@ -722,7 +794,7 @@ async fn responses(
     let conversation = conversation_id(&req)?;
     let meta = ResponseMeta {
         custom_tools: output::custom_tool_names(chat_shaped.as_ref()),
-        id: new_id("resp"),
+        id: id.unwrap_or_else(|| new_id("resp")),
         created_at: now(),
         background: req.background,
         model: state.model_name.clone(),
@@ -733,6 +805,7 @@ async fn responses(
         input: own,
         store: keep,
         conversation,
+        request: req.background.then_some(raw),
     };
     if req.background && !keep {
         return Err(ApiError::bad_request(if req.store == Some(false) {
@@ -807,6 +880,7 @@ async fn triggered_compaction(
         conversation: conversation_id(&req)?,
         state: state.clone(),
         input: own,
+        request: None,
     };
     let item_id = new_id("cmp");
     // The compaction item holding `summary`, and the response around it, kept.
@@ -1084,7 +1158,9 @@ impl StreamState {
 
     /// End with `status` (`failed` or `cancelled`) and the items so far, kept in the
     /// background; a failure streams as an `error` event as well. Its `usage` is null: the
-    /// engine counts a reply's tokens only when it ends it.
+    /// engine counts a reply's tokens only when it ends it. A background response failed by
+    /// the server stopping is not kept so: its file stays as it was written when it
+    /// started, with its request, for the next server to run it again.
     fn end(&mut self, status: &str, error: Option<String>) {
         self.close_open_as("incomplete");
         let mut r = self
@@ -1101,7 +1177,13 @@ impl StreamState {
                 self.emit("response.failed", json!({"response": r}));
             }
         }
-        if self.meta.background {
+        let stopping = self
+            .meta
+            .state
+            .server
+            .stopping
+            .load(std::sync::atomic::Ordering::Acquire);
+        if self.meta.background && !(stopping && status == "failed") {
             self.meta.keep(&r);
         }
         self.last = Some(r);
