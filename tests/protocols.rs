@@ -892,6 +892,46 @@ fn assert_reused(usage: &Value, first_prompt: u64) {
     );
 }
 
+/// The second turn the stored-state tests ask after `first` (asked `first_text`), as a
+/// stateless client sends it: the first turn, then the second question.
+fn second_turn(first_text: &str, first: &Value) -> Vec<Value> {
+    let mut items = vec![json!({"role": "user", "content": first_text})];
+    items.extend(first["output"].as_array().unwrap().iter().cloned());
+    items.push(json!({"role": "user", "content": "And their lengths?"}));
+    items
+}
+
+/// [`second_turn`] and `second`'s answer to it: the conversation so far.
+fn whole_conversation(first: &Value, first_text: &str, second: &Value) -> Vec<Value> {
+    let mut items = second_turn(first_text, first);
+    items.extend(second["output"].as_array().unwrap().iter().cloned());
+    items
+}
+
+/// The response to [`second_turn`] sent whole after the `opening` items, not stored, with
+/// `extra` fields: what a turn continued from server-side state must equal.
+fn sent_whole(
+    server: &Server,
+    opening: Vec<Value>,
+    first_text: &str,
+    first: &Value,
+    extra: Value,
+) -> Value {
+    let mut whole = opening;
+    whole.extend(second_turn(first_text, first));
+    let body = merged(json!({"input": whole, "store": false}), &extra);
+    post(server, "/v1/responses", ask(body))
+}
+
+/// The qwen3 mini in a temporary folder, and a state folder for its servers on the disk
+/// (the response store keeps no files on a file system held in memory).
+fn mini_with_state() -> (tempfile::TempDir, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    (dir, model, state)
+}
+
 /// A GET or DELETE: its status and JSON body.
 fn call(method: &str, server: &Server, path: &str) -> (u16, Value) {
     match ureq::request(method, &server.url(path)).call() {
@@ -927,13 +967,8 @@ fn stored_responses_continue_a_conversation() {
     );
     assert_eq!(second["previous_response_id"], id1);
     // The same conversation sent whole, as a stateless client would.
-    let mut whole = vec![json!({"role": "user", "content": first_text})];
-    whole.extend(first["output"].as_array().unwrap().iter().cloned());
-    whole.push(json!({"role": "user", "content": "And their lengths?"}));
-    let stateless = ok(
-        "/v1/responses",
-        ask(json!({"input": whole, "instructions": "Be brief.", "store": false})),
-    );
+    let brief = json!({"instructions": "Be brief."});
+    let stateless = sent_whole(&server, Vec::new(), &first_text, &first, brief);
     assert_eq!(
         second["usage"]["input_tokens"],
         stateless["usage"]["input_tokens"]
@@ -1017,9 +1052,7 @@ fn stored_responses_continue_a_conversation() {
 #[test]
 fn stored_responses_outlive_the_server() {
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (_dir, model, state) = mini_with_state();
     let args = ["--prompt-cache-dir", state.path().to_str().unwrap()];
     let server = Server::start(&model, &args);
     let first = post(
@@ -1152,9 +1185,7 @@ fn conversation_items(server: &Server, id: &str, limit: usize) -> Vec<Value> {
 #[test]
 fn conversations_hold_their_items_across_responses_and_restarts() {
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
-    let state = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (_dir, model, state) = mini_with_state();
     let args = ["--prompt-cache-dir", state.path().to_str().unwrap()];
     let server = Server::start(&model, &args);
     let system = json!({"type": "message", "role": "system", "content": "Be brief."});
@@ -1178,17 +1209,8 @@ fn conversations_hold_their_items_across_responses_and_restarts() {
         ask(json!({"input": "And their lengths?", "conversation": {"id": id}})),
     );
     // The same conversation sent whole.
-    let mut whole = vec![
-        json!({"role": "system", "content": "Be brief."}),
-        json!({"role": "user", "content": first_text}),
-    ];
-    whole.extend(first["output"].as_array().unwrap().iter().cloned());
-    whole.push(json!({"role": "user", "content": "And their lengths?"}));
-    let stateless = post(
-        &server,
-        "/v1/responses",
-        ask(json!({"input": whole, "store": false})),
-    );
+    let opening = vec![json!({"role": "system", "content": "Be brief."})];
+    let stateless = sent_whole(&server, opening, &first_text, &first, json!({}));
     assert_eq!(
         second["usage"]["input_tokens"],
         stateless["usage"]["input_tokens"]
@@ -1336,16 +1358,6 @@ fn conversations_hold_their_items_across_responses_and_restarts() {
         .join("responses")
         .join(format!("{id}.json"))
         .exists());
-}
-
-/// The conversation of `first` (asked `first_text`) and `second` (which continued it), as a
-/// stateless client sends it.
-fn whole_conversation(first: &Value, first_text: &str, second: &Value) -> Vec<Value> {
-    let mut items = vec![json!({"role": "user", "content": first_text})];
-    items.extend(first["output"].as_array().unwrap().iter().cloned());
-    items.push(json!({"role": "user", "content": "And their lengths?"}));
-    items.extend(second["output"].as_array().unwrap().iter().cloned());
-    items
 }
 
 /// `POST /v1/responses/compact`: the conversation's user messages and one compaction item

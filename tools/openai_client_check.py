@@ -36,6 +36,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from epmlib import fresh_prompt_store, start_server, synth_mini, write_report  # noqa: E402
 
 
+def raised(error, call, *args, **kwargs):
+    """The `error` (an openai error type) that `call(*args, **kwargs)` raised, or None when it
+    returned."""
+    try:
+        call(*args, **kwargs)
+    except error as e:
+        return e
+    return None
+
+
 def start(binary, model, extra):
     proc, port = start_server([binary, "serve", "-m", model, "--port", "0", "-c", "2048", "-t", "2"] + extra, 60)
     return proc, f"http://127.0.0.1:{port}"
@@ -272,16 +282,10 @@ def agent_checks(client):
     got = client.responses.retrieve(chained.id)
     listed = client.responses.input_items.list(chained.id)
     client.responses.delete(first.id)
-    try:
-        client.responses.retrieve(first.id)
-        gone = False
-    except openai.NotFoundError:
-        gone = True
-    try:
-        client.responses.create(model="any", input="x", previous_response_id=chained.id, max_output_tokens=2)
-        broken_refused = False
-    except openai.BadRequestError as e:
-        broken_refused = "no longer stored" in str(e)
+    gone = raised(openai.NotFoundError, client.responses.retrieve, first.id) is not None
+    broken = raised(openai.BadRequestError, client.responses.create, model="any", input="x",
+                    previous_response_id=chained.id, max_output_tokens=2)
+    broken_refused = broken is not None and "no longer stored" in str(broken)
     out["stored_responses"] = {
         "chained_input_tokens": chained.usage.input_tokens, "whole_input_tokens": whole.usage.input_tokens,
         "same_reply": chained.output_text == whole.output_text,
@@ -381,17 +385,12 @@ def conversation_checks(client):
                                                                "content": "An aside."}])
     aside = client.conversations.items.retrieve(added.data[0].id, conversation_id=conv.id)
     client.conversations.items.delete(added.data[0].id, conversation_id=conv.id)
-    try:
-        client.conversations.items.retrieve(added.data[0].id, conversation_id=conv.id)
-        item_gone = False
-    except openai.NotFoundError:
-        item_gone = True
+    item_gone = raised(openai.NotFoundError, client.conversations.items.retrieve, added.data[0].id,
+                       conversation_id=conv.id) is not None
     updated = client.conversations.update(conv.id, metadata={"topic": "shapes"})
-    try:
-        client.responses.create(**ask, input="x", conversation=conv.id, previous_response_id=first.id)
-        both_refused = False
-    except openai.BadRequestError as e:
-        both_refused = "both given" in e.message
+    both = raised(openai.BadRequestError, client.responses.create, **ask, input="x", conversation=conv.id,
+                  previous_response_id=first.id)
+    both_refused = both is not None and "both given" in both.message
     # Compacted, as Codex compacts a conversation near the context's end: its user messages
     # and one compaction item, which the next turn sends as its input.
     compacted = client.responses.compact(model="any", input=[i.model_dump(exclude_none=True) for i in items])
@@ -535,11 +534,7 @@ def main():
                                         max_output_tokens=8, temperature=0)
         after = len(list(client.conversations.items.list(conv.id)))
         client.conversations.delete(conv.id)
-        try:
-            client.conversations.retrieve(conv.id)
-            conv_gone = False
-        except openai.NotFoundError:
-            conv_gone = True
+        conv_gone = raised(openai.NotFoundError, client.conversations.retrieve, conv.id) is not None
         checks["stored_across_restart"] = {"retrieved_same": got.output_text == kept.output_text,
                                            "continued": chained.previous_response_id == kept.id
                                            and chained.usage.input_tokens > kept.usage.input_tokens,

@@ -22,8 +22,8 @@ use serde_json::{json, Value};
 use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::openai::wire::{new_id, now};
 use crate::openai::OpenAiError;
-use crate::response_store::ResponseStore;
-use crate::responses::{list_page, normalized_items, store, template_messages};
+use crate::response_store::{ResponseStore, StoreError};
+use crate::responses::{list_page, normalized_items, store, stored, template_messages};
 use crate::state::AppState;
 
 type Result<T> = std::result::Result<T, OpenAiError>;
@@ -108,10 +108,6 @@ fn checked_items(items: Vec<Value>) -> std::result::Result<Vec<Value>, ApiError>
     Ok(normalized_items(items))
 }
 
-fn missing(e: crate::response_store::StoreError) -> OpenAiError {
-    ApiError::new(ErrorKind::NotFound, e.to_string()).into()
-}
-
 /// Keep conversation `object` with `items` in `store`, or say why it cannot be.
 fn put(store: &mut ResponseStore, object: Value, items: Vec<Value>) -> Result<()> {
     if !store.enabled() {
@@ -147,7 +143,7 @@ async fn retrieve(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
-    let (object, _) = store(&state)?.conversation_items(&id).map_err(missing)?;
+    let (object, _) = stored(store(&state)?.conversation_items(&id))?;
     Ok(Json(object))
 }
 
@@ -160,7 +156,7 @@ async fn update(
     let req: UpdateRequest = parse_json(body)?;
     let metadata = metadata(Some(&req.metadata))?;
     let mut store = store(&state)?;
-    let (mut object, items) = store.conversation_items(&id).map_err(missing)?;
+    let (mut object, items) = stored(store.conversation_items(&id))?;
     object["metadata"] = metadata;
     put(&mut store, object.clone(), items)?;
     Ok(Json(object))
@@ -170,9 +166,7 @@ async fn update(
 /// it stay).
 async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>> {
     if !store(&state)?.delete_conversation(&id) {
-        return Err(missing(crate::response_store::StoreError::NoConversation(
-            id,
-        )));
+        stored::<()>(Err(StoreError::NoConversation(id.clone())))?;
     }
     Ok(Json(
         json!({"id": id, "object": "conversation.deleted", "deleted": true}),
@@ -186,7 +180,7 @@ async fn list_items(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>> {
-    let (_, items) = store(&state)?.conversation_items(&id).map_err(missing)?;
+    let (_, items) = stored(store(&state)?.conversation_items(&id))?;
     Ok(Json(list_page(items, &q)?))
 }
 
@@ -199,7 +193,7 @@ async fn add_items(
     let req: AddItemsRequest = parse_json(body)?;
     let added = checked_items(req.items)?;
     let mut store = store(&state)?;
-    let (object, mut items) = store.conversation_items(&id).map_err(missing)?;
+    let (object, mut items) = stored(store.conversation_items(&id))?;
     items.extend(added.iter().cloned());
     put(&mut store, object, items)?;
     let first = added.first().and_then(|i| i.get("id")).cloned();
@@ -222,7 +216,7 @@ async fn item(
     State(state): State<Arc<AppState>>,
     Path((id, item_id)): Path<(String, String)>,
 ) -> Result<Json<Value>> {
-    let (_, items) = store(&state)?.conversation_items(&id).map_err(missing)?;
+    let (_, items) = stored(store(&state)?.conversation_items(&id))?;
     items
         .into_iter()
         .find(|i| i.get("id").and_then(Value::as_str) == Some(item_id.as_str()))
@@ -236,7 +230,7 @@ async fn delete_item(
     Path((id, item_id)): Path<(String, String)>,
 ) -> Result<Json<Value>> {
     let mut store = store(&state)?;
-    let (object, mut items) = store.conversation_items(&id).map_err(missing)?;
+    let (object, mut items) = stored(store.conversation_items(&id))?;
     let before = items.len();
     items.retain(|i| i.get("id").and_then(Value::as_str) != Some(item_id.as_str()));
     if items.len() == before {

@@ -182,7 +182,7 @@ pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> R
 
 /// A request body already read as JSON, as the type its endpoint takes; errors as
 /// [`parse_json`] words them.
-pub fn from_json<T: DeserializeOwned>(body: serde_json::Value) -> Result<T, ApiError> {
+pub fn from_json<T: DeserializeOwned>(body: &serde_json::Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(body).map_err(body_error)
 }
 

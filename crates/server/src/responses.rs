@@ -684,7 +684,7 @@ async fn responses(
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Result<Response> {
     let raw: Value = parse_json(body)?;
-    let req: ResponsesRequest = from_json(raw.clone())?;
+    let req: ResponsesRequest = from_json(&raw)?;
     respond(state, req, raw, None).await
 }
 
@@ -707,7 +707,7 @@ pub fn resume_background(state: &Arc<AppState>) {
             if gone {
                 return;
             }
-            let started = match from_json::<ResponsesRequest>(raw.clone()) {
+            let started = match from_json::<ResponsesRequest>(&raw) {
                 Ok(req) => respond(state.clone(), req, raw, Some(id.clone()))
                     .await
                     .map(drop)
@@ -948,7 +948,8 @@ async fn triggered_compaction(
         .into_response())
 }
 
-fn stored<T>(r: std::result::Result<T, StoreError>) -> Result<T> {
+/// A store's answer, its error a 404 naming what is missing.
+pub(crate) fn stored<T>(r: std::result::Result<T, StoreError>) -> Result<T> {
     r.map_err(|e| ApiError::new(ErrorKind::NotFound, e.to_string()).into())
 }
 
