@@ -1476,6 +1476,174 @@ fn a_conversation_is_compacted_to_its_user_messages_and_a_summary() {
     );
 }
 
+/// The reply's text of a Responses answer: its last item's.
+fn reply_text(r: &Value) -> &Value {
+    let last = r["output"].as_array().and_then(|o| o.last());
+    &last.unwrap_or_else(|| panic!("no output: {r}"))["content"][0]["text"]
+}
+
+/// `context_management`: past its threshold the conversation is summarized first, and the
+/// reply is the one the summary and the turn in progress get when sent as they are; the
+/// compaction item leads the output (plain, streamed, in the background), and the next turn
+/// is the same whether the client sends everything, only what follows the compaction item,
+/// or continues the response by its id.
+#[test]
+fn context_management_compacts_a_conversation_past_its_threshold() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &["-c", "1024"]);
+    let first_text = long_question();
+    let opened = json!({"input": first_text, "instructions": "Be brief."});
+    let first = post(&server, "/v1/responses", ask(opened.clone()));
+    let items = second_turn(&first_text, &first);
+    let managed = |threshold: u64, extra: Value| {
+        let cm = json!([{"type": "compaction", "compact_threshold": threshold}]);
+        let body = json!({"input": items, "instructions": "Be brief.", "context_management": cm});
+        ask(merged(body, &extra))
+    };
+    let is_compaction = |item: &Value| item["type"] == "compaction";
+    // Under the threshold (and well within the context), nothing changes.
+    let under = post(
+        &server,
+        "/v1/responses",
+        managed(100_000, json!({"store": false})),
+    );
+    let plain = post(
+        &server,
+        "/v1/responses",
+        ask(json!({"input": items, "instructions": "Be brief.", "store": false})),
+    );
+    assert!(
+        !under["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(is_compaction),
+        "{under}"
+    );
+    assert_eq!(reply_text(&under), reply_text(&plain));
+    assert_eq!(
+        under["usage"]["input_tokens"],
+        plain["usage"]["input_tokens"]
+    );
+    // Past it: the compaction item first, then the reply the summary and the last question
+    // get as they are.
+    let compacted = post(&server, "/v1/responses", managed(50, json!({})));
+    let output = compacted["output"].as_array().unwrap();
+    assert!(is_compaction(&output[0]), "{compacted}");
+    assert_eq!(output[1]["type"], "message", "{compacted}");
+    assert!(!output[0]["encrypted_content"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .is_empty());
+    let last_question = json!({"role": "user", "content": "And their lengths?"});
+    let direct = post(
+        &server,
+        "/v1/responses",
+        ask(
+            json!({"input": [output[0], last_question], "instructions": "Be brief.",
+                   "store": false}),
+        ),
+    );
+    assert_eq!(reply_text(&compacted), reply_text(&direct));
+    assert_eq!(
+        compacted["usage"]["input_tokens"],
+        direct["usage"]["input_tokens"]
+    );
+    // The next turn: sent whole, from the compaction item on, or by id; the items before
+    // the compaction item are its.
+    let go_on = json!({"role": "user", "content": "Go on."});
+    let mut whole = items.clone();
+    whole.extend(output.iter().cloned());
+    whole.push(go_on.clone());
+    let pruned: Vec<Value> = output.iter().cloned().chain([go_on]).collect();
+    let cm = json!([{"type": "compaction", "compact_threshold": 100_000}]);
+    let next = |extra: Value| {
+        let body = json!({"instructions": "Be brief.", "context_management": cm, "store": false});
+        post(&server, "/v1/responses", ask(merged(body, &extra)))
+    };
+    let turns = [
+        next(json!({"input": whole})),
+        next(json!({"input": pruned})),
+        next(json!({"input": "Go on.", "previous_response_id": compacted["id"]})),
+    ];
+    for t in &turns {
+        assert!(
+            !t["output"].as_array().unwrap().iter().any(is_compaction),
+            "{t}"
+        );
+        assert_eq!(reply_text(t), reply_text(&turns[1]), "{t}");
+        assert_eq!(
+            t["usage"]["input_tokens"],
+            turns[1]["usage"]["input_tokens"]
+        );
+    }
+    // Streamed: the response and the compaction item open at once, and the reply's items
+    // follow it.
+    let events = server.stream("/v1/responses", &managed(50, json!({"stream": true})));
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds[..4],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.output_item.done"
+        ]
+    );
+    assert_eq!(events[2]["item"]["type"], "compaction");
+    assert_eq!(events[2]["output_index"], 0);
+    assert_eq!(events[3]["item"]["id"], events[2]["item"]["id"]);
+    let later = events[4..]
+        .iter()
+        .filter_map(|e| e["output_index"].as_u64());
+    assert!(
+        later.clone().count() > 0 && later.into_iter().all(|i| i >= 1),
+        "{events:?}"
+    );
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "response.completed");
+    assert_eq!(done["response"]["output"][0], events[3]["item"]);
+    // In the background: compacted on its task, the item first once it is done.
+    let queued = post(
+        &server,
+        "/v1/responses",
+        managed(50, json!({"background": true})),
+    );
+    let ended = finished(&server, queued["id"].as_str().unwrap());
+    assert!(is_compaction(&ended["output"][0]), "{ended}");
+    assert_eq!(ended["output"][1]["type"], "message", "{ended}");
+    // A conversation of one turn has nothing before it to compact.
+    let one = merged(
+        opened,
+        &json!({"context_management": [{"type": "compaction", "compact_threshold": 10}]}),
+    );
+    let alone = post(&server, "/v1/responses", ask(one));
+    assert!(
+        !alone["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(is_compaction),
+        "{alone}"
+    );
+    // Another kind of management is refused, naming the field.
+    let (code, v) = post_raw(
+        &server,
+        "/v1/responses",
+        &json!({"input": "Hi", "context_management": [{"type": "truncation"}]}).to_string(),
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    let message = error_message("/v1/responses", &v);
+    assert!(
+        message.contains("context_management[0].type") && message.contains("compaction"),
+        "{v}"
+    );
+}
+
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.
 #[test]
 fn a_server_without_a_response_store_says_to_send_the_conversation() {

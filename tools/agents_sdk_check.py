@@ -8,7 +8,10 @@ adds the turn's items after it: `conversations.create`, `items.list`, `items.cre
 two turns of a `Runner.run` on the Responses API; the second turn must see the first (more
 input tokens, the first turn's items in the conversation). Then an
 `OpenAIResponsesCompactionSession` compacted by force (`responses.compact`): its history
-becomes the user messages and a compaction item, and a third turn runs on it. Starts the server on a free
+becomes the user messages and a compaction item, and a third turn runs on it. Last, the
+server's own compaction, asked by `ModelSettings(context_management=...)` with a threshold
+every conversation of two turns passes: the second turn's response opens with a compaction
+item, the SDK's session keeps it, and a third turn runs on it. Starts the server on a free
 loopback port and stops it with SIGTERM; the record goes to --out.
 
     python3 tools/agents_sdk_check.py [--bin target/release/epm-run] [--out F]
@@ -91,8 +94,24 @@ async def checks(client):
                          "next_turn_output": after.final_output.colour}
     compaction_ok = (compaction_record["compacted"] == [["message", "user"]] * 2 + [["compaction", None]]
                      and compacted[-1].get("encrypted_content", "").strip() != "")
-    record = {"session": session_record, "conversation_id": server_record, "compaction": compaction_record}
-    return record, session_ok and server_ok and compaction_ok
+    # The server compacts by itself past the threshold the model settings give.
+    managed_agent = agent.clone(model_settings=ModelSettings(
+        max_tokens=64, temperature=0,
+        context_management=[{"type": "compaction", "compact_threshold": 1}]))
+    managed = SQLiteSession("managed")
+    turns = [await Runner.run(managed_agent, q, session=managed)
+             for q in ("Name a colour.", "And another?", "And a third?")]
+    kept = await managed.get_items()
+    managed_record = {
+        "first_outputs": [[o.type for o in r.raw_responses[0].output] for r in turns],
+        "session_items": [i.get("type") or i.get("role") for i in kept],
+        "final_output": turns[-1].final_output.colour}
+    managed_ok = (managed_record["first_outputs"][0][0] != "compaction"
+                  and all(o[0] == "compaction" for o in managed_record["first_outputs"][1:])
+                  and "compaction" in managed_record["session_items"])
+    record = {"session": session_record, "conversation_id": server_record, "compaction": compaction_record,
+              "context_management": managed_record}
+    return record, session_ok and server_ok and compaction_ok and managed_ok
 
 
 def main():

@@ -12,6 +12,19 @@
 //! newer way to ask: its answer is a response with the compaction item alone
 //! ([`summarize`] is shared).
 //!
+//! A request's `context_management: [{"type": "compaction", "compact_threshold": N}]` asks
+//! for the same without a call of its own (OpenAI's server-side compaction, which the
+//! Agents SDK's `ModelSettings.context_management` and its `Compaction` capability send):
+//! when the conversation's prompt passes `N` tokens, or leaves the reply less than a
+//! [`crate::truncation::REPLY_SHARE_AFTER_A_CUT`] of a slot's context (clients send
+//! thresholds made for hosted models' windows, 200,000 tokens and more), it is summarized
+//! first; the reply is then generated from the summary and the turn in progress
+//! ([`Compacting`]), and the compaction item leads the response's output. With
+//! `context_management`, the items before a conversation's latest compaction item are
+//! left out but for its opening system messages ([`since_latest_compaction`]): that item
+//! carries them, so a client may send them again or not (OpenAI's advice is to drop
+//! them), and a `previous_response_id` chain stays as short.
+//!
 //! OpenAI's `encrypted_content` is opaque to clients; here it is the summary's plain text.
 
 use std::sync::Arc;
@@ -20,6 +33,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::Json;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::{parse_json, ApiError};
@@ -29,6 +43,7 @@ use crate::openai::OpenAiError;
 use crate::output::{BudgetAsk, BudgetTokens, OutputAsk, ToolChoice};
 use crate::responses::{chat_input, history, own_items, usage, ResponsesRequest};
 use crate::state::AppState;
+use crate::truncation::{is_user_message, leading_system_messages, REPLY_SHARE_AFTER_A_CUT};
 
 /// What the model is asked, after the conversation, to compact it.
 const COMPACT_PROMPT: &str = "The conversation above has grown too long to continue, and will be replaced by a summary written now. Write that summary for whoever continues the work without the conversation: the user's goals and requests, what has been done and found (files, commands, results, errors), the decisions made and why, and what remains to do next. Be specific and brief; write only the summary.";
@@ -44,6 +59,10 @@ const SUMMARY_TOKENS: u32 = 1024;
 /// The reasoning a thinking model may do before the summary: its block is closed after
 /// these tokens, so that the summary follows within the reply's limit.
 const REASONING_TOKENS: u32 = 512;
+
+/// The share of a slot's context the summary's reply (reasoning and summary) may take at
+/// most (1 / this), so that a small context still holds the conversation it summarizes.
+const REPLY_SHARE: u32 = 2;
 
 /// The share of a slot's context the user messages a compaction keeps may take (1 / this).
 const KEPT_USER_SHARE: usize = 4;
@@ -72,7 +91,7 @@ pub(crate) async fn compact(
         None if continues => Vec::new(),
         _ => own_items(&req)?,
     };
-    let items = history(&state, &req, own)?;
+    let items = req.managed(history(&state, &req, own)?);
     let (summary, usage_of) = summarize(&state, &req, &items).await?;
     let budget = loaded.n_ctx_per_seq as usize / KEPT_USER_SHARE;
     let mut output = kept_user_messages(&items, budget, |text| {
@@ -102,13 +121,15 @@ pub(crate) async fn summarize(
     asking.push(json!({"type": "message", "role": "user", "content": COMPACT_PROMPT}));
     // Where the conversation and the reply do not fit, its oldest turns are left out of what
     // the summary is written from, rather than nothing written.
-    let reply_tokens = SUMMARY_TOKENS + REASONING_TOKENS;
+    let reply_tokens = (SUMMARY_TOKENS + REASONING_TOKENS).min(loaded.n_ctx_per_seq / REPLY_SHARE);
+    // The reasoning keeps its share of a reply made smaller.
+    let reasoning_tokens = reply_tokens * REASONING_TOKENS / (SUMMARY_TOKENS + REASONING_TOKENS);
     let asking =
         generation::fit_conversation(loaded, asking, Some(reply_tokens), |i| chat_input(req, i))?;
     let ask = OutputAsk {
         tool_choice: ToolChoice::None,
         budget: BudgetAsk {
-            tokens: BudgetTokens::Tokens(REASONING_TOKENS),
+            tokens: BudgetTokens::Tokens(reasoning_tokens),
             ..Default::default()
         },
         ..Default::default()
@@ -140,11 +161,7 @@ fn kept_user_messages(
 ) -> Vec<Value> {
     let mut kept = Vec::new();
     let mut used = 0;
-    let users = items.iter().rev().filter(|i| {
-        i.get("type").and_then(Value::as_str).unwrap_or("message") == "message"
-            && i.get("role").and_then(Value::as_str) == Some("user")
-    });
-    for item in users {
+    for item in items.iter().rev().filter(|i| is_user_message(i)) {
         used += tokens(&crate::responses::item_text(
             item.get("content").unwrap_or(&Value::Null),
         ));
@@ -155,6 +172,136 @@ fn kept_user_messages(
     }
     kept.reverse();
     kept
+}
+
+/// One entry of a request's `context_management`.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct ContextManagement {
+    #[serde(rename = "type")]
+    _kind: ManagementKind,
+    /// The prompt's tokens past which the conversation is compacted (absent: only when it
+    /// would leave the reply too little of the context).
+    compact_threshold: Option<u32>,
+}
+
+/// What a `context_management` entry manages: compaction is the one kind OpenAI has.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ManagementKind {
+    Compaction,
+}
+
+/// Whether a request's `context_management` asks for compaction, and past which prompt
+/// tokens: the lowest threshold its entries give (`Some(None)`: compaction asked, with no
+/// threshold but the context's).
+pub(crate) fn asked_threshold(entries: Option<&[ContextManagement]>) -> Option<Option<u32>> {
+    let entries = entries.filter(|e| !e.is_empty())?;
+    Some(entries.iter().filter_map(|e| e.compact_threshold).min())
+}
+
+/// `items` from their latest compaction item on, after the system messages they open with
+/// (all of them when they hold none).
+pub(crate) fn since_latest_compaction(mut items: Vec<Value>) -> Vec<Value> {
+    let is_compaction = |i: &Value| i.get("type").and_then(Value::as_str) == Some("compaction");
+    let head = leading_system_messages(&items);
+    if let Some(latest) = items.iter().rposition(is_compaction).filter(|&l| l >= head) {
+        items.drain(head..latest);
+    }
+    items
+}
+
+/// What a compacted conversation keeps of its items beside the compaction item: the system
+/// messages it opens with, then (after the compaction item) its last user message and its
+/// newest items that fit a [`KEPT_USER_SHARE`] of a slot's context, so that a turn in
+/// progress (a call and its output) goes on as it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Compacting {
+    /// 1. The items before the compaction item are `items[..head]`, the system messages
+    ///    the conversation opens with.
+    head: usize,
+    /// 2. The items after it, by index in `items`, ascending, each past `head`; at least
+    ///    one item of `items[head..]` is not among them (else nothing would be compacted).
+    kept: Vec<usize>,
+}
+
+impl Compacting {
+    /// How `items` would be compacted, with their tail measured by `tokens` against
+    /// `budget`; `None` when the compaction would leave out nothing (one long turn).
+    pub(crate) fn plan(
+        items: &[Value],
+        budget: usize,
+        tokens: impl Fn(&Value) -> usize,
+    ) -> Option<Compacting> {
+        let head = leading_system_messages(items);
+        let last_user = items
+            .iter()
+            .rposition(is_user_message)
+            .filter(|&u| u >= head);
+        // The newest items that fit, from an item that opens a step (not a call's output,
+        // which would come without its call).
+        let is_output = |i: &Value| {
+            i.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("_output"))
+        };
+        let mut used = last_user.map_or(0, |u| tokens(&items[u]));
+        let mut start = items.len();
+        let mut i = items.len();
+        while i > head.max(last_user.map_or(head, |u| u + 1)) {
+            i -= 1;
+            used += tokens(&items[i]);
+            if used > budget {
+                break;
+            }
+            if !is_output(&items[i]) {
+                start = i;
+            }
+        }
+        let kept: Vec<usize> = last_user
+            .filter(|&u| u < start)
+            .into_iter()
+            .chain(start..items.len())
+            .collect();
+        (kept.len() < items.len() - head).then_some(Compacting { head, kept })
+    }
+
+    /// The conversation the reply is generated from: `items` compacted into `compaction`.
+    pub(crate) fn view(&self, items: &[Value], compaction: Value) -> Vec<Value> {
+        let kept = self.kept.iter().map(|&i| items[i].clone());
+        items[..self.head]
+            .iter()
+            .cloned()
+            .chain(std::iter::once(compaction))
+            .chain(kept)
+            .collect()
+    }
+}
+
+/// How a request's conversation `items` is compacted before its reply, when its
+/// `context_management` asks (`threshold`, as [`asked_threshold`] gives it) and its prompt
+/// is past the threshold or would leave the reply (`max_output_tokens`, at least a
+/// [`REPLY_SHARE_AFTER_A_CUT`] of a slot's context) too little room.
+pub(crate) fn needed(
+    loaded: &crate::state::Loaded,
+    req: &ResponsesRequest,
+    items: &[Value],
+    threshold: Option<u32>,
+    max_output_tokens: Option<u32>,
+) -> Result<Option<Compacting>, ApiError> {
+    let n_ctx = loaded.n_ctx_per_seq as usize;
+    let prompt = generation::chat_tokens(loaded, &chat_input(req, items)?)?.len();
+    let reserve = (max_output_tokens.unwrap_or(1) as usize).max(n_ctx / REPLY_SHARE_AFTER_A_CUT);
+    let past = threshold.is_some_and(|t| prompt > t as usize) || prompt + reserve > n_ctx;
+    if !past {
+        return Ok(None);
+    }
+    let size = |item: &Value| {
+        loaded
+            .engine
+            .tokenize_plain(&crate::truncation::item_text(item))
+            .len()
+    };
+    Ok(Compacting::plan(items, n_ctx / KEPT_USER_SHARE, size))
 }
 
 #[cfg(test)]
@@ -193,5 +340,114 @@ mod tests {
         let summary = summary_message(&json!({"type": "compaction", "encrypted_content": "S"}));
         assert_eq!(summary["role"], "user");
         assert_eq!(summary["content"], format!("{COMPACTION_PREFIX}S"));
+    }
+    /// A word per token, as the tests measure an item.
+    fn words(item: &Value) -> usize {
+        item_text_of(item).split_whitespace().count()
+    }
+
+    fn item_text_of(item: &Value) -> String {
+        match item.get("content") {
+            Some(c) => crate::responses::item_text(c),
+            None => item["output"].as_str().unwrap_or("x").to_string(),
+        }
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"type": "function_call", "call_id": id, "name": "f", "arguments": "{}"})
+    }
+
+    fn output(id: &str, text: &str) -> Value {
+        json!({"type": "function_call_output", "call_id": id, "output": text})
+    }
+
+    /// The invariants [`Compacting`]'s fields state, against the `items` it was made for.
+    fn check(plan: &Compacting, items: &[Value]) {
+        // 1.
+        assert_eq!(plan.head, leading_system_messages(items));
+        // 2.
+        assert!(plan.kept.windows(2).all(|w| w[0] < w[1]), "{plan:?}");
+        assert!(plan.kept.iter().all(|&i| i >= plan.head && i < items.len()));
+        assert!(plan.kept.len() < items.len() - plan.head);
+    }
+
+    #[test]
+    fn a_compaction_keeps_the_system_messages_the_last_question_and_the_newest_steps() {
+        let mut items = vec![msg("developer", "rules")];
+        items.extend([msg("user", "a b"), msg("assistant", "c d")]);
+        items.extend([
+            msg("user", "the task"),
+            call("1"),
+            output("1", "one two three"),
+        ]);
+        items.extend([call("2"), output("2", "four five")]);
+        // Everything after the last question fits: nothing but the old turn goes.
+        let plan = Compacting::plan(&items, 100, words).unwrap();
+        check(&plan, &items);
+        assert_eq!(plan.kept, [3, 4, 5, 6, 7]);
+        // A budget for the last step only: it is kept whole, from its call.
+        let plan = Compacting::plan(&items, 2 + 1 + 2, words).unwrap();
+        check(&plan, &items);
+        assert_eq!(plan.kept, [3, 6, 7]);
+        // A budget that would start the kept items at an output: from the next call on.
+        let plan = Compacting::plan(&items, 2 + 1 + 2 + 3, words).unwrap();
+        assert_eq!(plan.kept, [3, 6, 7]);
+        // The last question is kept whatever its size.
+        let plan = Compacting::plan(&items, 0, words).unwrap();
+        check(&plan, &items);
+        assert_eq!(plan.kept, [3]);
+        let view = plan.view(
+            &items,
+            json!({"type": "compaction", "encrypted_content": "S"}),
+        );
+        let kinds: Vec<&str> = view
+            .iter()
+            .map(|i| {
+                i["role"]
+                    .as_str()
+                    .unwrap_or_else(|| i["type"].as_str().unwrap())
+            })
+            .collect();
+        assert_eq!(kinds, ["developer", "compaction", "user"]);
+        // One turn has nothing before it to compact.
+        assert_eq!(Compacting::plan(&items[..1], 0, words), None);
+        let one_turn = [msg("user", "q"), call("1"), output("1", "r")];
+        assert_eq!(Compacting::plan(&one_turn, 100, words), None);
+        // A turn whose steps do not all fit compacts its older steps.
+        let plan = Compacting::plan(&one_turn, 1, words).unwrap();
+        check(&plan, &one_turn);
+        assert_eq!(plan.kept, [0]);
+    }
+
+    #[test]
+    fn the_items_before_the_latest_compaction_are_left_out_but_the_system_ones() {
+        let compaction = |s: &str| json!({"type": "compaction", "encrypted_content": s});
+        let items = vec![
+            msg("system", "rules"),
+            msg("user", "a"),
+            compaction("first"),
+            msg("user", "b"),
+            compaction("second"),
+            msg("user", "c"),
+        ];
+        let kept = since_latest_compaction(items.clone());
+        assert_eq!(
+            kept,
+            [items[0].clone(), compaction("second"), msg("user", "c")]
+        );
+        let none = vec![msg("user", "a"), msg("user", "b")];
+        assert_eq!(since_latest_compaction(none.clone()), none);
+        // The threshold asked: the lowest given; compaction without one; or none at all.
+        let entries = |v: Value| serde_json::from_value::<Vec<ContextManagement>>(v).unwrap();
+        let asked = entries(json!([{"type": "compaction", "compact_threshold": 900},
+                                   {"type": "compaction", "compact_threshold": 300}]));
+        assert_eq!(asked_threshold(Some(&asked)), Some(Some(300)));
+        let unbounded = entries(json!([{"type": "compaction"}]));
+        assert_eq!(asked_threshold(Some(&unbounded)), Some(None));
+        assert_eq!(asked_threshold(Some(&[])), None);
+        assert_eq!(asked_threshold(None), None);
+        assert!(
+            serde_json::from_value::<Vec<ContextManagement>>(json!([{"type": "other"}])).is_err()
+        );
     }
 }

@@ -15,11 +15,13 @@
 //! /v1/responses/{id}/cancel` stops it.
 //! `POST /v1/responses/input_tokens` counts a request's input tokens.
 //! `conversation` names a Conversations API conversation ([`crate::conversations`]) the
-//! response continues and adds its items to. `POST /v1/responses/compact` is
-//! [`crate::compaction`]'s.
+//! response continues and adds its items to. `POST /v1/responses/compact`, a
+//! `compaction_trigger` item and `context_management` are [`crate::compaction`]'s.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -29,7 +31,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::stream::{Stream, StreamExt};
+use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -37,6 +39,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use epm_engine::generation::{Event, FinishReason};
 
 use crate::background::{LoggedEvent, Run};
+use crate::compaction::ContextManagement;
 use crate::error::{from_json, parse_json, ApiError, ErrorKind};
 use crate::generation::{
     self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
@@ -113,10 +116,38 @@ pub(crate) struct ResponsesRequest {
     /// or its oldest turns left out (`auto`).
     #[serde(default)]
     truncation: Truncation,
+    /// Compaction past a threshold of prompt tokens ([`crate::compaction`]).
+    context_management: Option<Vec<ContextManagement>>,
     /// llama-server's reasoning budget, as the chat endpoint takes it.
     #[serde(flatten)]
     budget: output::WireBudget,
 }
+
+impl ResponsesRequest {
+    /// Whether `context_management` asks for compaction, and past which prompt tokens.
+    fn compaction_threshold(&self) -> Option<Option<u32>> {
+        crate::compaction::asked_threshold(self.context_management.as_deref())
+    }
+
+    /// The conversation `items` as the request sees it: since its latest compaction item
+    /// when it manages its context ([`crate::compaction::since_latest_compaction`]).
+    pub(crate) fn managed(&self, items: Vec<Value>) -> Vec<Value> {
+        match self.compaction_threshold() {
+            Some(_) => crate::compaction::since_latest_compaction(items),
+            None => items,
+        }
+    }
+}
+
+/// How a response's generation starts, once it can: its events' receiver, and the
+/// compaction item that leads its output when the conversation was compacted first.
+type Start = Pin<
+    Box<
+        dyn Future<
+                Output = std::result::Result<(Option<Value>, UnboundedReceiver<Event>), ApiError>,
+            > + Send,
+    >,
+>;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -674,7 +705,8 @@ async fn input_tokens(
 ) -> Result<Json<Value>> {
     let req: ResponsesRequest = parse_json(body)?;
     let loaded = loaded(&state)?;
-    let items = fit_to_context(loaded, &req, history(&state, &req, own_items(&req)?)?)?;
+    let items = req.managed(history(&state, &req, own_items(&req)?)?);
+    let items = fit_to_context(loaded, &req, items)?;
     let n = chat_tokens(loaded, &chat_input(&req, &items)?)?.len();
     Ok(Json(generation::input_tokens_answer(n)))
 }
@@ -753,8 +785,17 @@ async fn respond(
     if own.last().and_then(kind).as_deref() == Some("compaction_trigger") {
         return triggered_compaction(state, req, own).await;
     }
-    let items = fit_to_context(loaded, &req, history(&state, &req, own.clone())?)?;
-    let chat = chat_input(&req, &items)?;
+    let items = req.managed(history(&state, &req, own.clone())?);
+    let compacting = match req.compaction_threshold() {
+        Some(threshold) => {
+            crate::compaction::needed(loaded, &req, &items, threshold, req.max_output_tokens)?
+        }
+        None => None,
+    };
+    let items = match compacting {
+        Some(_) => items,
+        None => fit_to_context(loaded, &req, items)?,
+    };
     let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
     let choice = req
         .tool_choice
@@ -789,7 +830,6 @@ async fn respond(
         asks_logprobs || req.top_logprobs.is_some(),
         req.top_logprobs,
     )?;
-    let p = prepare_chat(loaded, &chat, &ask, &asked)?.with_logprobs(logprobs);
     let keep = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
     let conversation = conversation_id(&req)?;
     let meta = ResponseMeta {
@@ -815,17 +855,51 @@ async fn respond(
         })
         .into());
     }
-    let rx = submit(&state, p)?;
-    if req.background {
-        return Ok(start_background(&state, rx, meta, logprobs, req.stream));
+    let (background, streamed) = (req.background, req.stream);
+    let compaction_id = new_id("cmp");
+    let compacts = compacting.is_some();
+    let start: Start = match compacting {
+        None => {
+            let chat = chat_input(&req, &items)?;
+            let p = prepare_chat(loaded, &chat, &ask, &asked)?.with_logprobs(logprobs);
+            let rx = submit(&state, p)?;
+            Box::pin(std::future::ready(Ok((None, rx))))
+        }
+        Some(plan) => {
+            let (state, id, response) = (state.clone(), compaction_id.clone(), meta.id.clone());
+            Box::pin(async move {
+                let (summary, _) = crate::compaction::summarize(&state, &req, &items).await?;
+                let item = crate::compaction::compaction_item(&id, &summary);
+                let loaded = generation::loaded(&state)?;
+                let view = fit_to_context(loaded, &req, plan.view(&items, item.clone()))?;
+                let chat = chat_input(&req, &view)?;
+                let p = prepare_chat(loaded, &chat, &ask, &asked)?.with_logprobs(logprobs);
+                tracing::info!(
+                    "response {response}: the conversation compacted ({} items to {}) before its reply",
+                    items.len(),
+                    view.len()
+                );
+                Ok((Some(item), submit(&state, p)?))
+            })
+        }
+    };
+    if background {
+        return Ok(start_background(&state, start, meta, logprobs, streamed));
     }
-    if req.stream {
-        return Ok(Sse::new(sse(rx, meta, logprobs))
+    if streamed {
+        let events = if compacts {
+            compacted_sse(start, meta, logprobs, &compaction_id).boxed()
+        } else {
+            let (_, rx) = start.await?;
+            sse(rx, meta, logprobs).boxed()
+        };
+        return Ok(Sse::new(events)
             .keep_alive(KeepAlive::default())
             .into_response());
     }
+    let (lead, rx) = start.await?;
     let c = collect(rx).await?;
-    let mut output = Vec::new();
+    let mut output: Vec<Value> = lead.into_iter().collect();
     if !c.reasoning.is_empty() {
         output.push(TextItem::Reasoning.done(&new_id("rs"), &c.reasoning, None, "completed"));
     }
@@ -1157,6 +1231,30 @@ impl StreamState {
         self.announced = true;
     }
 
+    /// Open the compaction item `id` that leads the output, before the summary is written:
+    /// the response is announced in progress at once.
+    fn open_compaction(&mut self, id: &str) {
+        let r = self.meta.envelope("in_progress", vec![], None, &self.usage);
+        if !self.announced {
+            self.emit("response.created", json!({"response": r}));
+            self.announced = true;
+        }
+        self.emit("response.in_progress", json!({"response": r}));
+        self.emit(
+            "response.output_item.added",
+            json!({"output_index": self.output.len(), "item": {"type": "compaction", "id": id}}),
+        );
+    }
+
+    /// The compaction item opened by [`Self::open_compaction`], done.
+    fn close_compaction(&mut self, item: Value) {
+        self.emit(
+            "response.output_item.done",
+            json!({"output_index": self.output.len(), "item": item}),
+        );
+        self.output.push(item);
+    }
+
     /// End with `status` (`failed` or `cancelled`) and the items so far, kept in the
     /// background; a failure streams as an `error` event as well. Its `usage` is null: the
     /// engine counts a reply's tokens only when it ends it. A background response failed by
@@ -1356,6 +1454,42 @@ fn sse(
     crate::sse::stream(crate::sse::events(rx), StreamState::new(meta, logprobs))
 }
 
+/// The stream of a response whose conversation is compacted first: the response and its
+/// compaction item open at once, the item is done with the summary, and the reply streams
+/// after it as [`sse`]'s does (or the response fails, when the summary or the reply's start
+/// does).
+fn compacted_sse(
+    start: Start,
+    meta: ResponseMeta,
+    logprobs: Option<usize>,
+    compaction_id: &str,
+) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
+    let mut s = StreamState::new(meta, logprobs);
+    s.open_compaction(compaction_id);
+    let drained = |s: &mut StreamState| -> Vec<std::result::Result<SseEvent, Infallible>> {
+        s.pending.drain(..).map(|e| Ok(sse_event(e))).collect()
+    };
+    let head = drained(&mut s);
+    let rest = async move {
+        match start.await {
+            Ok((lead, rx)) => {
+                if let Some(item) = lead {
+                    s.close_compaction(item);
+                }
+                let done = drained(&mut s);
+                stream::iter(done)
+                    .chain(crate::sse::stream(crate::sse::events(rx), s))
+                    .boxed()
+            }
+            Err(e) => {
+                s.end("failed", Some(e.message));
+                stream::iter(drained(&mut s)).boxed()
+            }
+        }
+    };
+    stream::iter(head).chain(stream::once(rest).flatten())
+}
+
 fn sse_event((kind, data): LoggedEvent) -> SseEvent {
     SseEvent::default().event(kind).data(data)
 }
@@ -1373,7 +1507,7 @@ fn follow(run: Arc<Run>, after: Option<u64>) -> Response {
 /// the store. Streamed, the answer follows the run (a client gone leaves it running).
 fn start_background(
     state: &Arc<AppState>,
-    rx: UnboundedReceiver<Event>,
+    start: Start,
     meta: ResponseMeta,
     logprobs: Option<usize>,
     stream: bool,
@@ -1386,7 +1520,7 @@ fn start_background(
     s.meta.keep(&queued);
     let run = state.background.start(&id, queued.clone());
     run.record(s.pending.drain(..), queued.clone(), false);
-    tokio::spawn(run_in_background(state.clone(), run.clone(), rx, s));
+    tokio::spawn(run_in_background(state.clone(), run.clone(), start, s));
     if stream {
         follow(run, None)
     } else {
@@ -1394,13 +1528,36 @@ fn start_background(
     }
 }
 
-async fn run_in_background(
-    state: Arc<AppState>,
-    run: Arc<Run>,
-    mut rx: UnboundedReceiver<Event>,
-    mut s: StreamState,
-) {
+async fn run_in_background(state: Arc<AppState>, run: Arc<Run>, start: Start, mut s: StreamState) {
     let mut cancelled = run.cancelled();
+    // The generation starts (at once, or once the conversation is compacted), or the
+    // response ends first.
+    let started = tokio::select! {
+        started = start => match started {
+            Ok((lead, rx)) => {
+                if let Some(item) = lead {
+                    let id = item["id"].as_str().unwrap_or_default().to_string();
+                    s.open_compaction(&id);
+                    s.close_compaction(item);
+                }
+                Some(rx)
+            }
+            Err(e) => {
+                s.end("failed", Some(e.message));
+                None
+            }
+        },
+        Ok(()) = cancelled.changed() => {
+            s.end("cancelled", None);
+            None
+        }
+    };
+    let standing = s.standing();
+    run.record(s.pending.drain(..), standing, s.finished);
+    let Some(mut rx) = started else {
+        state.background.retire(&s.meta.id);
+        return;
+    };
     while !s.finished {
         tokio::select! {
             ev = rx.recv() => match ev {

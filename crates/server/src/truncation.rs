@@ -44,6 +44,20 @@ pub fn item_text(item: &Value) -> String {
     }
 }
 
+/// The count of system (or developer) messages `items` open with: what a cut keeps however
+/// long the conversation.
+pub fn leading_system_messages(items: &[Value]) -> usize {
+    items
+        .iter()
+        .take_while(|i| matches!(role(i), Some("system" | "developer")))
+        .count()
+}
+
+/// Whether `item` is a user message.
+pub fn is_user_message(item: &Value) -> bool {
+    role(item) == Some("user")
+}
+
 /// Where `items` may be cut, in the order to try them: the leading system messages kept
 /// (`head`, the count of items before the first turn), then candidate starts of the kept
 /// turns, each a user message's index. First the fixed points (the first turn at or after
@@ -54,17 +68,14 @@ pub fn cut_points(
     stride: usize,
     size: impl Fn(&Value) -> usize,
 ) -> (usize, Vec<usize>) {
-    let head = items
-        .iter()
-        .take_while(|i| matches!(role(i), Some("system" | "developer")))
-        .count();
+    let head = leading_system_messages(items);
     let stride = stride.max(1);
     let mut total = 0usize;
     let mut fixed = Vec::new();
     let mut turns = Vec::new();
     for (i, item) in items.iter().enumerate().skip(head) {
         // The first turn is kept whole or the request fails: not a cut.
-        if i > head && role(item) == Some("user") {
+        if i > head && is_user_message(item) {
             turns.push(i);
             if total / stride > fixed.len() {
                 fixed.push(i);
