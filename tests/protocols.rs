@@ -1644,6 +1644,111 @@ fn context_management_compacts_a_conversation_past_its_threshold() {
     );
 }
 
+/// The text block of an Anthropic answer: its last block's text.
+fn last_text(r: &Value) -> &Value {
+    let last = r["content"].as_array().and_then(|c| c.last());
+    &last.unwrap_or_else(|| panic!("no content: {r}"))["text"]
+}
+
+/// The prompt tokens of an Anthropic answer: evaluated and read from the cache.
+fn prompt_tokens(r: &Value) -> u64 {
+    let u = &r["usage"];
+    u["input_tokens"].as_u64().unwrap() + u["cache_read_input_tokens"].as_u64().unwrap()
+}
+
+/// Anthropic compaction: past its trigger, the `compact_20260112` edit puts the compaction
+/// block first and replies as the summary and the last question get when sent as they are;
+/// a later request is read from its latest compaction block on, whether the blocks before
+/// it are sent or not; `compaction` answers the block alone, and so does a paused edit,
+/// streamed with the block opened at once.
+#[test]
+fn anthropic_compaction_summarizes_past_the_trigger_and_on_request() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let server = Server::start(&model, &["-c", "1024"]);
+    let question = json!({"role": "user", "content": "And their lengths?"});
+    let messages = json!([
+        {"role": "user", "content": long_question()},
+        {"role": "assistant", "content": "The Rhine, the Danube and the Rhone."},
+        question,
+    ]);
+    let ask = |extra: Value| {
+        let body = json!({"max_tokens": 8, "temperature": 0, "system": "Be brief."});
+        post(&server, "/v1/messages", merged(body, &extra))
+    };
+    let edit = |trigger: u64, pause: bool| {
+        json!({"edits": [{"type": "compact_20260112", "pause_after_compaction": pause,
+                          "trigger": {"type": "input_tokens", "value": trigger}}]})
+    };
+    // Under the trigger, nothing changes.
+    let under = ask(json!({"messages": messages, "context_management": edit(100_000, false)}));
+    let plain = ask(json!({"messages": messages}));
+    assert_eq!(under["content"], plain["content"]);
+    let compacted = ask(json!({"messages": messages, "context_management": edit(50, false)}));
+    let content = compacted["content"].as_array().unwrap();
+    assert_eq!(content[0]["type"], "compaction", "{compacted}");
+    assert!(!content[0]["content"].as_str().unwrap().trim().is_empty());
+    assert_eq!(content[1]["type"], "text", "{compacted}");
+    let block = content[0].clone();
+    let direct = ask(json!({"messages": [{"role": "assistant", "content": [block]}, question]}));
+    assert_eq!(last_text(&compacted), last_text(&direct));
+    assert_eq!(prompt_tokens(&compacted), prompt_tokens(&direct));
+    // The next turn, with what came before the compaction block or without it.
+    let reply = json!({"role": "assistant", "content": content});
+    let go_on = json!({"role": "user", "content": "Go on."});
+    let mut whole = messages.as_array().unwrap().clone();
+    whole.extend([reply.clone(), go_on.clone()]);
+    let pruned = ask(json!({"messages": [reply, go_on]}));
+    let sent_whole = ask(json!({"messages": whole}));
+    assert_eq!(last_text(&sent_whole), last_text(&pruned));
+    assert_eq!(prompt_tokens(&sent_whole), prompt_tokens(&pruned));
+    // Asked outright: the block alone.
+    let summarized = ask(json!({"messages": messages, "compaction": {"type": "summarize"}}));
+    assert_eq!(summarized["stop_reason"], "compaction", "{summarized}");
+    let blocks = summarized["content"].as_array().unwrap();
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0]["type"], "compaction");
+    assert!(summarized["usage"]["output_tokens"].as_u64().unwrap() > 0);
+    // Paused and streamed: the block opens at once and is the whole answer.
+    let body = json!({"max_tokens": 8, "temperature": 0, "messages": messages, "stream": true,
+                      "context_management": edit(50, true)});
+    let events = server.stream("/v1/messages", &body);
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert_eq!(events[1]["content_block"]["type"], "compaction");
+    assert_eq!(events[2]["delta"]["type"], "compaction_delta");
+    assert!(!events[2]["delta"]["content"].as_str().unwrap().is_empty());
+    assert_eq!(events[4]["delta"]["stop_reason"], "compaction");
+    // Both ways at once, or an edit of another kind, are refused, naming them.
+    let both = json!({"max_tokens": 8, "messages": messages, "compaction": {"type": "summarize"},
+                      "context_management": edit(50, false)});
+    let (code, v) = post_raw(&server, "/v1/messages", &both.to_string(), None);
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/messages", &v).contains("`compaction` and a `context_management`"),
+        "{v}"
+    );
+    let other = json!({"max_tokens": 8, "messages": messages,
+                       "context_management": {"edits": [{"type": "clear_everything"}]}});
+    let (code, v) = post_raw(&server, "/v1/messages", &other.to_string(), None);
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/messages", &v).contains("context_management.edits[0]"),
+        "{v}"
+    );
+}
+
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.
 #[test]
 fn a_server_without_a_response_store_says_to_send_the_conversation() {

@@ -8,8 +8,11 @@ streamed and not), and models.list / models.retrieve; a prompt beyond the contex
 (`prompt is too long: N tokens > M maximum`). The current SDK takes no temperature/top_p/top_k arguments,
 so they go through extra_body. Then `thinking` with a `budget_tokens`, on a second server
 whose template opens the reasoning block as Qwen3.5's does: the thinking block is the
-unbudgeted reply's first tokens, and a text block follows. Starts the servers on free
-loopback ports; the record goes to --out.
+unbudgeted reply's first tokens, and a text block follows. Compaction (beta): the
+`compact_20260112` context edit past its trigger (the compaction block first, a next turn
+sent with it), and the tool runner's `compact_before_next_turn()` (the `compaction`
+parameter: the block alone, `stop_reason` "compaction", the runner's history replaced by
+it). Starts the servers on free loopback ports; the record goes to --out.
 
     python3 tools/anthropic_client_check.py [--bin target/release/epm-run] [--out F]
 """
@@ -28,6 +31,12 @@ WEATHER = {"name": "get_weather", "description": "Weather in a city", "input_sch
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
     "required": ["city", "unit"]}}
+
+
+@anthropic.beta_tool
+def city_time(city: str) -> str:
+    """The time in a city."""
+    return "12:00"
 
 
 class Unit(pydantic.BaseModel):
@@ -170,6 +179,35 @@ def main():
             m = re.match(r"prompt is too long: (\d+) tokens > (\d+) maximum", e.body["error"]["message"])
             checks["too_long"] = {"status": e.status_code, "type": e.body["error"]["type"],
                                   "counts": [int(m.group(1)), int(m.group(2))] if m else None}
+        # Compaction: the context edit past its trigger, then the next turn sent with the
+        # block; and the tool runner's own compaction between turns.
+        turns = [{"role": "user", "content": "Name a river."},
+                 {"role": "assistant", "content": "The Rhine."},
+                 {"role": "user", "content": "And a lake?"}]
+        edit = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1}}]}
+        r = client.beta.messages.create(model="any", max_tokens=8, messages=turns, context_management=edit,
+                                        betas=["compact-2026-01-12"], extra_body=greedy)
+        following = turns + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in r.content]},
+                             {"role": "user", "content": "And a sea?"}]
+        nxt = client.beta.messages.create(model="any", max_tokens=8, messages=following, extra_body=greedy)
+        runner = client.beta.messages.tool_runner(model="any", max_tokens=8, tools=[city_time],
+                                                  messages=[{"role": "user", "content": "Time in Paris?"}],
+                                                  extra_body=greedy)
+        yielded = []
+        for msg in runner:
+            yielded.append([msg.stop_reason, [b.type for b in msg.content]])
+            if len(yielded) == 1:
+                runner.compact_before_next_turn()
+            if len(yielded) == 3:
+                break
+        # The history the runner goes on from (no public accessor: read where this SDK keeps it).
+        thread = getattr(runner, "_thread", None)
+        history = None if thread is None else [
+            [m["role"], [b["type"] if isinstance(b, dict) else b.type for b in m["content"]]]
+            for m in thread.messages]
+        checks["compaction"] = {"edit_blocks": [b.type for b in r.content],
+                                "next_turn": {"blocks": [b.type for b in nxt.content], "usage": nxt.usage.model_dump()},
+                                "runner_yielded": yielded, "runner_history": history}
         listed = client.models.list()
         got = client.models.retrieve(listed.data[0].id)
         checks["models"] = {"ids": [m.id for m in listed.data], "has_more": listed.has_more,
@@ -197,6 +235,10 @@ def main():
           and checks["models"]["created_at"] != "None"
           and checks["structured_output"]["stop_reason"] == "end_turn"
           and "`uniqueItems`" in checks["structured_output"]["refused"]
+          and checks["compaction"]["edit_blocks"][:2] == ["compaction", "text"]
+          and checks["compaction"]["next_turn"]["blocks"] == ["text"]
+          and checks["compaction"]["runner_yielded"][1] == ["compaction", ["compaction"]]
+          and checks["compaction"]["runner_history"] in (None, [["assistant", ["compaction"]]])
           and code == 0 and think_code == 0)
     report = {"what": "epm-run serve /v1/messages driven by the official anthropic Python SDK",
               "command": "python3 tools/anthropic_client_check.py " + " ".join(sys.argv[1:]),

@@ -5,6 +5,14 @@
 //! Anthropic error objects. Structured outputs: `output_config.format` (a JSON schema the
 //! text answer is held to, as `response_format` holds a chat's) and strict tools;
 //! `output_config.effort` reaches the template as `reasoning_effort`.
+//!
+//! Compaction ([`crate::compaction`]'s summary): `compaction: {"type": "summarize"}` answers
+//! the conversation's summary as a `compaction` block alone (`stop_reason` `compaction`);
+//! the `compact_20260112` edit of `context_management` compacts before the reply when the
+//! prompt passes its trigger (or nears the context's end), the block first in the reply's
+//! content (alone, with `pause_after_compaction`). A later request's messages are read from
+//! their latest compaction block on, which reaches the template as a user message holding
+//! the summary, as Anthropic's API drops what the block replaces.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -17,13 +25,14 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use futures_util::stream::Stream;
+use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use epm_engine::generation::{Event, FinishReason};
 
+use crate::compaction::Compacting;
 use crate::error::{parse_json, ApiError, ErrorKind};
 use crate::generation::{
     self, chat_tokens, collect, loaded, prepare_chat, submit, Asked, ChatInput,
@@ -172,6 +181,101 @@ struct MessagesRequest {
     output_config: Option<OutputConfig>,
     /// The structured-outputs beta's name for `output_config.format`.
     output_format: Option<OutputFormat>,
+    /// Compact the conversation now: the answer is its compaction block alone.
+    compaction: Option<CompactionAsk>,
+    /// Edits to the context: compaction past a trigger is served.
+    context_management: Option<ContextManagement>,
+}
+
+/// `compaction`: the conversation summarized now, by the server's prompt or `instructions`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum CompactionAsk {
+    Summarize { instructions: Option<String> },
+}
+
+/// `context_management`: its `edits`.
+#[derive(Debug, Clone, Deserialize)]
+struct ContextManagement {
+    #[serde(default)]
+    edits: Vec<Edit>,
+}
+
+/// A context edit. Compaction is served; clearing old tool results or thinking is taken
+/// and not applied (the conversation is rendered whole, and a context overflow is the
+/// usual 400 on which clients compact).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type")]
+enum Edit {
+    #[serde(rename = "compact_20260112")]
+    Compact {
+        trigger: Option<Trigger>,
+        instructions: Option<String>,
+        #[serde(default)]
+        pause_after_compaction: bool,
+    },
+    #[serde(rename = "clear_tool_uses_20250919")]
+    ClearToolUses {},
+    #[serde(rename = "clear_thinking_20251015")]
+    ClearThinking {},
+}
+
+/// When a compaction edit compacts: past this many input tokens.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Trigger {
+    InputTokens { value: u32 },
+}
+
+/// The trigger of a compaction edit that gives none (Anthropic's).
+const DEFAULT_TRIGGER_TOKENS: u32 = 150_000;
+
+/// What a request asks of compaction.
+#[derive(Debug, Clone)]
+enum Compaction {
+    /// The conversation summarized now, the answer its compaction block alone.
+    Now { instructions: Option<String> },
+    /// Compacted before the reply when the prompt passes `threshold` tokens or nears the
+    /// context's end; `pause`: the answer is the compaction block alone.
+    Past {
+        threshold: u32,
+        instructions: Option<String>,
+        pause: bool,
+    },
+}
+
+impl MessagesRequest {
+    fn compaction(&self) -> std::result::Result<Option<Compaction>, ApiError> {
+        let edit = self
+            .context_management
+            .iter()
+            .flat_map(|c| &c.edits)
+            .find_map(|e| match e {
+                Edit::Compact {
+                    trigger,
+                    instructions,
+                    pause_after_compaction,
+                } => Some(Compaction::Past {
+                    threshold: trigger
+                        .as_ref()
+                        .map_or(DEFAULT_TRIGGER_TOKENS, |Trigger::InputTokens { value }| {
+                            *value
+                        }),
+                    instructions: instructions.clone(),
+                    pause: *pause_after_compaction,
+                }),
+                Edit::ClearToolUses {} | Edit::ClearThinking {} => None,
+            });
+        match (&self.compaction, edit) {
+            (Some(_), Some(_)) => Err(ApiError::bad_request(
+                "`compaction` and a `context_management` compaction edit were both given: send one",
+            )),
+            (Some(CompactionAsk::Summarize { instructions }), None) => Ok(Some(Compaction::Now {
+                instructions: instructions.clone(),
+            })),
+            (None, edit) => Ok(edit),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -296,11 +400,27 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
             "`messages` is empty: send at least one message",
         ));
     }
-    for (i, m) in req.messages.iter().enumerate() {
-        let blocks = match &m.content {
-            Content::Text(t) => vec![json!({"type": "text", "text": t})],
-            Content::Blocks(b) => b.clone(),
-        };
+    let blocks_of = |m: &Message| match &m.content {
+        Content::Text(t) => vec![json!({"type": "text", "text": t})],
+        Content::Blocks(b) => b.clone(),
+    };
+    // The latest compaction block holding a summary, and what it replaces, left out.
+    let summary_at = |b: &Value| {
+        b.get("type").and_then(Value::as_str) == Some("compaction")
+            && b.get("content").and_then(Value::as_str).is_some()
+    };
+    let from = req
+        .messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, m)| Some((i, blocks_of(m).iter().rposition(summary_at)?)))
+        .unwrap_or((0, 0));
+    for (i, m) in req.messages.iter().enumerate().skip(from.0) {
+        let mut blocks = blocks_of(m);
+        if i == from.0 {
+            blocks.drain(..from.1);
+        }
         let mut text = String::new();
         let mut reasoning = String::new();
         let mut calls = Vec::new();
@@ -308,6 +428,13 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
             let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
             match (kind, m.role) {
                 ("text", _) => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
+                // A summary (the first block read, as what it replaces is left out), or a
+                // compaction that wrote none, which is nothing.
+                ("compaction", _) => {
+                    if let Some(summary) = b.get("content").and_then(Value::as_str) {
+                        out.push(crate::compaction::summary_as_message(summary));
+                    }
+                }
                 ("thinking", Role::Assistant) => {
                     reasoning.push_str(b.get("thinking").and_then(Value::as_str).unwrap_or(""))
                 }
@@ -364,6 +491,14 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
         }
         if !calls.is_empty() {
             msg.insert("tool_calls".into(), Value::Array(calls));
+        }
+        // A message that held only a compaction block is its summary, pushed above.
+        let only_summary = !blocks.is_empty()
+            && blocks
+                .iter()
+                .all(|b| b.get("type").and_then(Value::as_str) == Some("compaction"));
+        if only_summary {
+            continue;
         }
         if m.role == Role::Assistant
             || !text.is_empty()
@@ -484,11 +619,22 @@ fn prepared(
     state: &AppState,
     req: &MessagesRequest,
 ) -> std::result::Result<generation::Prepared, ApiError> {
+    let (chat, budget) = chat_input(req)?;
+    prepared_chat(state, req, &chat, budget)
+}
+
+/// The request's reply to the conversation `chat` (its own, or compacted) with the reasoning
+/// `budget`, as a prepared generation.
+fn prepared_chat(
+    state: &AppState,
+    req: &MessagesRequest,
+    chat: &ChatInput,
+    budget: BudgetTokens,
+) -> std::result::Result<generation::Prepared, ApiError> {
     let loaded = loaded(state)?;
     let max_tokens = req.max_tokens.ok_or_else(|| {
         ApiError::bad_request("`max_tokens` is required: give the most tokens the reply may have")
     })?;
-    let (chat, budget) = chat_input(req)?;
     let (choice, parallel) = match &req.tool_choice {
         None => (ToolChoice::Auto, false),
         Some(WireToolChoice::Auto {
@@ -535,7 +681,7 @@ fn prepared(
         stop: req.stop_sequences.clone().unwrap_or_default(),
         ..Default::default()
     };
-    prepare_chat(loaded, &chat, &ask, &asked)
+    prepare_chat(loaded, chat, &ask, &asked)
 }
 
 /// What a request gives the template: its messages and tools, and `thinking` as
@@ -592,21 +738,8 @@ fn tool_use(c: &epm_chat::ToolCall) -> Value {
     json!({"type": "tool_use", "id": crate::openai::wire::new_id("toolu"), "name": c.name, "input": input})
 }
 
-async fn messages(
-    State(state): State<Arc<AppState>>,
-    body: std::result::Result<Bytes, BytesRejection>,
-) -> Result<Response> {
-    let req: MessagesRequest = parse_json(body)?;
-    let p = prepared(&state, &req)?;
-    let id = crate::openai::wire::new_id("msg");
-    let model = state.model_name.clone();
-    let rx = submit(&state, p)?;
-    if req.stream {
-        return Ok(Sse::new(sse(rx, id, model))
-            .keep_alive(KeepAlive::default())
-            .into_response());
-    }
-    let c = collect(rx).await?;
+/// The content blocks of a collected reply.
+fn reply_content(c: &generation::Collected) -> Vec<Value> {
     let mut content = Vec::new();
     if !c.reasoning.is_empty() {
         content.push(json!({"type": "thinking", "thinking": c.reasoning, "signature": ""}));
@@ -616,13 +749,207 @@ async fn messages(
         content.push(json!({"type": "text", "text": c.text}));
     }
     content.extend(c.tool_calls.iter().map(tool_use));
-    let (reason, seq) = stop_reason(&c.finish_reason);
-    Ok(Json(json!({
+    content
+}
+
+/// A message answer.
+fn message_answer(
+    id: &str,
+    model: &str,
+    content: Vec<Value>,
+    (reason, seq): (&str, Option<String>),
+    u: &generation::Usage,
+) -> Value {
+    json!({
         "id": id, "type": "message", "role": "assistant", "model": model,
         "content": content, "stop_reason": reason, "stop_sequence": seq,
-        "usage": usage(&c.usage),
+        "usage": usage(u),
+    })
+}
+
+async fn messages(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    let req: MessagesRequest = parse_json(body)?;
+    let id = crate::openai::wire::new_id("msg");
+    let model = state.model_name.clone();
+    let planned = match req.compaction()? {
+        Some(c) => compaction_plan(&state, &req, c)?,
+        None => None,
+    };
+    if let Some(plan) = planned {
+        return compacted(state, req, plan, id, model).await;
+    }
+    let p = prepared(&state, &req)?;
+    let rx = submit(&state, p)?;
+    if req.stream {
+        return Ok(Sse::new(sse(rx, id, model))
+            .keep_alive(KeepAlive::default())
+            .into_response());
+    }
+    let c = collect(rx).await?;
+    let answer = message_answer(
+        &id,
+        &model,
+        reply_content(&c),
+        stop_reason(&c.finish_reason),
+        &c.usage,
+    );
+    Ok(Json(answer).into_response())
+}
+
+/// A compaction to run before the reply, or in its place.
+struct CompactionPlan {
+    /// The whole conversation, as the template's input.
+    chat: ChatInput,
+    budget: BudgetTokens,
+    /// What the summary is asked by, in place of the server's prompt.
+    instructions: Option<String>,
+    /// How the reply's conversation is compacted; none when the answer is the compaction
+    /// block alone.
+    reply: Option<Compacting>,
+}
+
+/// What compaction `asked` comes to for `req`: none when a trigger is not reached, or the
+/// conversation has nothing before its last turn to compact.
+fn compaction_plan(
+    state: &AppState,
+    req: &MessagesRequest,
+    asked: Compaction,
+) -> std::result::Result<Option<CompactionPlan>, ApiError> {
+    let loaded = loaded(state)?;
+    let (chat, budget) = chat_input(req)?;
+    let (instructions, reply) = match asked {
+        Compaction::Now { instructions } => (instructions, None),
+        Compaction::Past {
+            threshold,
+            instructions,
+            pause,
+        } => {
+            let prompt = chat_tokens(loaded, &chat)?.len();
+            let messages = &chat.messages;
+            let needed = crate::compaction::needed(
+                loaded,
+                prompt,
+                messages,
+                Some(threshold),
+                req.max_tokens,
+            );
+            let Some(plan) = needed else {
+                return Ok(None);
+            };
+            (instructions, (!pause).then_some(plan))
+        }
+    };
+    Ok(Some(CompactionPlan {
+        chat,
+        budget,
+        instructions,
+        reply,
     }))
-    .into_response())
+}
+
+/// The summary, what writing it took, and the reply's events when there is a reply.
+type Compacted = (String, generation::Usage, Option<UnboundedReceiver<Event>>);
+
+/// Answer `req` by its compaction `plan`: the compaction block, then the reply to the
+/// compacted conversation unless the block is the answer (`stop_reason` `compaction`).
+/// Streamed, the message and its compaction block open at once.
+async fn compacted(
+    state: Arc<AppState>,
+    req: MessagesRequest,
+    plan: CompactionPlan,
+    id: String,
+    model: String,
+) -> Result<Response> {
+    let streamed = req.stream;
+    let start = async move {
+        let (tools, kwargs) = (plan.chat.tools.clone(), plan.chat.kwargs.clone());
+        let chat = |messages: &[Value]| {
+            Ok(ChatInput {
+                messages: messages.to_vec(),
+                tools: tools.clone(),
+                kwargs: kwargs.clone(),
+            })
+        };
+        let sampling = Asked {
+            temperature: req.temperature,
+            top_p: req.top_p,
+            top_k: req.top_k,
+            seed: req.seed,
+            ..Default::default()
+        };
+        let messages = plan.chat.messages.clone();
+        let instructions = plan.instructions.as_deref();
+        let (summary, u) =
+            crate::compaction::summarize_with(&state, messages, chat, instructions, sampling)
+                .await?;
+        let Some(reply) = plan.reply else {
+            return Ok::<Compacted, ApiError>((summary, u, None));
+        };
+        let summary_message = crate::compaction::summary_as_message(&summary);
+        let view = ChatInput {
+            messages: reply.view(&plan.chat.messages, summary_message),
+            ..plan.chat
+        };
+        let p = prepared_chat(&state, &req, &view, plan.budget)?;
+        Ok((summary, u, Some(submit(&state, p)?)))
+    };
+    if streamed {
+        let mut s = StreamState::new(id, model);
+        s.open_compaction();
+        let head: Vec<_> = s.pending.drain(..).map(Ok).collect();
+        let rest = async move {
+            match start.await {
+                Ok((summary, u, rx)) => {
+                    s.close_compaction(&summary);
+                    let Some(rx) = rx else {
+                        s.usage = u;
+                        s.finish(("compaction", None));
+                        return stream::iter(s.pending.drain(..).map(Ok).collect::<Vec<_>>())
+                            .boxed();
+                    };
+                    let done: Vec<_> = s.pending.drain(..).map(Ok).collect();
+                    stream::iter(done)
+                        .chain(crate::sse::stream(crate::sse::events(rx), s))
+                        .boxed()
+                }
+                Err(e) => {
+                    s.pending
+                        .push_back(named("error", AnthropicError(e).body()));
+                    stream::iter(s.pending.drain(..).map(Ok).collect::<Vec<_>>()).boxed()
+                }
+            }
+        };
+        let events = stream::iter(head).chain(stream::once(rest).flatten());
+        return Ok(Sse::new(events)
+            .keep_alive(KeepAlive::default())
+            .into_response());
+    }
+    let (summary, u, rx) = start.await?;
+    let block = compaction_block(Some(&summary));
+    let answer = match rx {
+        None => message_answer(&id, &model, vec![block], ("compaction", None), &u),
+        Some(rx) => {
+            let c = collect(rx).await?;
+            let mut content = vec![block];
+            content.extend(reply_content(&c));
+            message_answer(
+                &id,
+                &model,
+                content,
+                stop_reason(&c.finish_reason),
+                &c.usage,
+            )
+        }
+    };
+    Ok(Json(answer).into_response())
+}
+
+/// A compaction block holding `summary` (none yet: a stream's opening block).
+fn compaction_block(summary: Option<&str>) -> Value {
+    json!({"type": "compaction", "content": summary})
 }
 
 /// Which content block is open in a stream.
@@ -639,6 +966,8 @@ struct StreamState {
     pending: VecDeque<SseEvent>,
     open: Option<Block>,
     index: usize,
+    /// `message_start` was sent (a compacting stream sends it before the reply starts).
+    started: bool,
     finished: bool,
 }
 
@@ -647,6 +976,70 @@ fn named(name: &str, v: Value) -> SseEvent {
 }
 
 impl StreamState {
+    fn new(id: String, model: String) -> StreamState {
+        StreamState {
+            id,
+            model,
+            usage: Default::default(),
+            pending: VecDeque::new(),
+            open: None,
+            index: 0,
+            started: false,
+            finished: false,
+        }
+    }
+
+    /// Send `message_start`, once.
+    fn start_message(&mut self) {
+        if std::mem::replace(&mut self.started, true) {
+            return;
+        }
+        let message = json!({
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&self.usage),
+        });
+        self.pending.push_back(named(
+            "message_start",
+            json!({"type": "message_start", "message": message}),
+        ));
+    }
+
+    /// Open the message and its compaction block, before the summary is written.
+    fn open_compaction(&mut self) {
+        self.start_message();
+        self.pending.push_back(named(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": self.index,
+                   "content_block": compaction_block(None)}),
+        ));
+    }
+
+    /// The compaction block opened by [`Self::open_compaction`], done with `summary`.
+    fn close_compaction(&mut self, summary: &str) {
+        self.pending.push_back(named(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": self.index,
+                   "delta": {"type": "compaction_delta", "content": summary}}),
+        ));
+        self.pending.push_back(named(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": self.index}),
+        ));
+        self.index += 1;
+    }
+
+    /// End the message with `stop_reason` and `stop_sequence`.
+    fn finish(&mut self, (reason, seq): (&str, Option<String>)) {
+        self.pending.push_back(named(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq},
+                   "usage": {"output_tokens": self.usage.completion}}),
+        ));
+        self.pending
+            .push_back(named("message_stop", json!({"type": "message_stop"})));
+        self.finished = true;
+    }
+
     fn close(&mut self) {
         if self.open.take().is_some() {
             self.pending.push_back(named(
@@ -687,14 +1080,7 @@ impl StreamState {
                 cached_tokens,
             } => {
                 self.usage.started(prompt_tokens, cached_tokens);
-                let message = json!({
-                    "id": self.id, "type": "message", "role": "assistant", "model": self.model,
-                    "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&self.usage),
-                });
-                self.pending.push_back(named(
-                    "message_start",
-                    json!({"type": "message_start", "message": message}),
-                ));
+                self.start_message();
             }
             Event::Text(t) => self.delta(Block::Text, t),
             Event::Reasoning(t) => self.delta(Block::Thinking, t),
@@ -722,15 +1108,7 @@ impl StreamState {
             } => {
                 self.close();
                 self.usage.finished(completion_tokens, reasoning_tokens);
-                let (reason, seq) = stop_reason(&finish_reason);
-                self.pending.push_back(named(
-                    "message_delta",
-                    json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq},
-                           "usage": {"output_tokens": self.usage.completion}}),
-                ));
-                self.pending
-                    .push_back(named("message_stop", json!({"type": "message_stop"})));
-                self.finished = true;
+                self.finish(stop_reason(&finish_reason));
             }
             Event::Failed(e) => {
                 let body = AnthropicError(ApiError::internal(e.to_string())).body();
@@ -746,16 +1124,7 @@ fn sse(
     id: String,
     model: String,
 ) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
-    let state = StreamState {
-        id,
-        model,
-        usage: Default::default(),
-        pending: VecDeque::new(),
-        open: None,
-        index: 0,
-        finished: false,
-    };
-    crate::sse::stream(crate::sse::events(rx), state)
+    crate::sse::stream(crate::sse::events(rx), StreamState::new(id, model))
 }
 
 impl crate::sse::Encoder for StreamState {

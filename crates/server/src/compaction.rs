@@ -25,6 +25,10 @@
 //! carries them, so a client may send them again or not (OpenAI's advice is to drop
 //! them), and a `previous_response_id` chain stays as short.
 //!
+//! Anthropic's compaction ([`crate::anthropic`]) is written by the same summary
+//! ([`summarize_with`]) and planned by the same [`Compacting`], over the template's
+//! messages.
+//!
 //! OpenAI's `encrypted_content` is opaque to clients; here it is the summary's plain text.
 
 use std::sync::Arc;
@@ -62,7 +66,11 @@ const REASONING_TOKENS: u32 = 512;
 
 /// The share of a slot's context the summary's reply (reasoning and summary) may take at
 /// most (1 / this), so that a small context still holds the conversation it summarizes.
-const REPLY_SHARE: u32 = 2;
+const MOST_REPLY_SHARE: u32 = 2;
+
+/// The share of a slot's context the summary's reply is given at least (1 / this): below
+/// it, the conversation's oldest turns make room.
+const LEAST_REPLY_SHARE: u32 = 8;
 
 /// The share of a slot's context the user messages a compaction keeps may take (1 / this).
 const KEPT_USER_SHARE: usize = 4;
@@ -74,6 +82,12 @@ pub fn summary_message(item: &Value) -> Value {
         .get("encrypted_content")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    summary_as_message(summary)
+}
+
+/// The message a conversation's `summary` is to the model (a Responses compaction item's,
+/// an Anthropic compaction block's).
+pub fn summary_as_message(summary: &str) -> Value {
     json!({"role": "user", "content": format!("{COMPACTION_PREFIX}{summary}")})
 }
 
@@ -116,16 +130,38 @@ pub(crate) async fn summarize(
     req: &ResponsesRequest,
     items: &[Value],
 ) -> Result<(String, generation::Usage), ApiError> {
+    let sampling = Asked {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        seed: req.seed,
+        ..Default::default()
+    };
+    let chat = |items: &[Value]| chat_input(req, items);
+    summarize_with(state, items.to_vec(), chat, None, sampling).await
+}
+
+/// The model's summary of the conversation `items` (each a protocol's item or a template
+/// message: `chat` renders any part of them, with the request's system prompt and tools),
+/// asked by `prompt` (the server's own, [`COMPACT_PROMPT`], when absent or blank), sampled
+/// as `sampling` asks; and what writing it took.
+pub(crate) async fn summarize_with(
+    state: &AppState,
+    items: Vec<Value>,
+    chat: impl Fn(&[Value]) -> Result<generation::ChatInput, ApiError>,
+    prompt: Option<&str>,
+    sampling: Asked,
+) -> Result<(String, generation::Usage), ApiError> {
     let loaded = loaded(state)?;
-    let mut asking = items.to_vec();
-    asking.push(json!({"type": "message", "role": "user", "content": COMPACT_PROMPT}));
-    // Where the conversation and the reply do not fit, its oldest turns are left out of what
-    // the summary is written from, rather than nothing written.
-    let reply_tokens = (SUMMARY_TOKENS + REASONING_TOKENS).min(loaded.n_ctx_per_seq / REPLY_SHARE);
-    // The reasoning keeps its share of a reply made smaller.
-    let reasoning_tokens = reply_tokens * REASONING_TOKENS / (SUMMARY_TOKENS + REASONING_TOKENS);
-    let asking =
-        generation::fit_conversation(loaded, asking, Some(reply_tokens), |i| chat_input(req, i))?;
+    let prompt = prompt
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or(COMPACT_PROMPT);
+    let mut asking = items;
+    asking.push(json!({"role": "user", "content": prompt}));
+    // Where even the least reply does not fit, the conversation's oldest turns are left out
+    // of what the summary is written from, rather than nothing written.
+    let prompt = generation::chat_tokens(loaded, &chat(&asking)?)?.len();
+    let (reply_tokens, reasoning_tokens) = summary_reply(loaded.n_ctx_per_seq, prompt);
+    let asking = generation::fit_conversation(loaded, asking, Some(reply_tokens), &chat)?;
     let ask = OutputAsk {
         tool_choice: ToolChoice::None,
         budget: BudgetAsk {
@@ -136,12 +172,9 @@ pub(crate) async fn summarize(
     };
     let asked = Asked {
         max_tokens: Some(reply_tokens),
-        temperature: req.temperature,
-        top_p: req.top_p,
-        seed: req.seed,
-        ..Default::default()
+        ..sampling
     };
-    let p = prepare_chat(loaded, &chat_input(req, &asking)?, &ask, &asked)?;
+    let p = prepare_chat(loaded, &chat(&asking)?, &ask, &asked)?;
     let c = collect(submit(state, p)?).await?;
     let summary = c.text.trim();
     if summary.is_empty() {
@@ -150,6 +183,21 @@ pub(crate) async fn summarize(
         ));
     }
     Ok((summary.to_string(), c.usage))
+}
+
+/// The tokens a summary's reply may take, and of them its reasoning, in a slot of `n_ctx`
+/// tokens after a `prompt` of so many: the room the prompt leaves, within a
+/// [`MOST_REPLY_SHARE`] and a [`LEAST_REPLY_SHARE`] of the context (and the bounds'
+/// [`SUMMARY_TOKENS`] + [`REASONING_TOKENS`]); the reasoning keeps its share of it.
+fn summary_reply(n_ctx: u32, prompt: usize) -> (u32, u32) {
+    let most = (SUMMARY_TOKENS + REASONING_TOKENS).min(n_ctx / MOST_REPLY_SHARE);
+    let least = most.min(n_ctx / LEAST_REPLY_SHARE);
+    let room = n_ctx.saturating_sub(u32::try_from(prompt).unwrap_or(u32::MAX));
+    let reply = most.min(room).max(least);
+    (
+        reply,
+        reply * REASONING_TOKENS / (SUMMARY_TOKENS + REASONING_TOKENS),
+    )
 }
 
 /// The user messages of `items`, the newest of them whose texts take at most `budget`
@@ -238,11 +286,13 @@ impl Compacting {
             .rposition(is_user_message)
             .filter(|&u| u >= head);
         // The newest items that fit, from an item that opens a step (not a call's output,
-        // which would come without its call).
+        // which would come without its call: a Responses `*_output` item, a template's
+        // `tool` message).
         let is_output = |i: &Value| {
             i.get("type")
                 .and_then(Value::as_str)
                 .is_some_and(|t| t.ends_with("_output"))
+                || i.get("role").and_then(Value::as_str) == Some("tool")
         };
         let mut used = last_user.map_or(0, |u| tokens(&items[u]));
         let mut start = items.len();
@@ -277,23 +327,22 @@ impl Compacting {
     }
 }
 
-/// How a request's conversation `items` is compacted before its reply, when its
-/// `context_management` asks (`threshold`, as [`asked_threshold`] gives it) and its prompt
-/// is past the threshold or would leave the reply (`max_output_tokens`, at least a
-/// [`REPLY_SHARE_AFTER_A_CUT`] of a slot's context) too little room.
+/// How a request's conversation `items` is compacted before its reply, when it asks for
+/// compaction past `threshold` prompt tokens (absent: at the context's end only) and its
+/// `prompt` (tokens) is past the threshold or would leave the reply (`max_output_tokens`,
+/// at least a [`REPLY_SHARE_AFTER_A_CUT`] of a slot's context) too little room.
 pub(crate) fn needed(
     loaded: &crate::state::Loaded,
-    req: &ResponsesRequest,
+    prompt: usize,
     items: &[Value],
     threshold: Option<u32>,
     max_output_tokens: Option<u32>,
-) -> Result<Option<Compacting>, ApiError> {
+) -> Option<Compacting> {
     let n_ctx = loaded.n_ctx_per_seq as usize;
-    let prompt = generation::chat_tokens(loaded, &chat_input(req, items)?)?.len();
     let reserve = (max_output_tokens.unwrap_or(1) as usize).max(n_ctx / REPLY_SHARE_AFTER_A_CUT);
     let past = threshold.is_some_and(|t| prompt > t as usize) || prompt + reserve > n_ctx;
     if !past {
-        return Ok(None);
+        return None;
     }
     let size = |item: &Value| {
         loaded
@@ -301,7 +350,7 @@ pub(crate) fn needed(
             .tokenize_plain(&crate::truncation::item_text(item))
             .len()
     };
-    Ok(Compacting::plan(items, n_ctx / KEPT_USER_SHARE, size))
+    Compacting::plan(items, n_ctx / KEPT_USER_SHARE, size)
 }
 
 #[cfg(test)]
@@ -417,6 +466,19 @@ mod tests {
         let plan = Compacting::plan(&one_turn, 1, words).unwrap();
         check(&plan, &one_turn);
         assert_eq!(plan.kept, [0]);
+    }
+
+    #[test]
+    fn a_summary_takes_the_room_left_within_its_bounds() {
+        // A large context: the bounds, reasoning a third.
+        assert_eq!(summary_reply(32_768, 1_000), (1_536, 512));
+        // A small one: half of it at most, whatever the room.
+        assert_eq!(summary_reply(1_024, 100), (512, 170));
+        // The room a long conversation leaves.
+        assert_eq!(summary_reply(1_024, 773), (251, 83));
+        // Never less than an eighth: the conversation is cut to make room.
+        assert_eq!(summary_reply(1_024, 1_000), (128, 42));
+        assert_eq!(summary_reply(1_024, 5_000), (128, 42));
     }
 
     #[test]

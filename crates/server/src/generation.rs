@@ -313,6 +313,7 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
 
 /// A conversation to render with the model's chat template: what a protocol's request
 /// gives the template, made once for the request and for counting its tokens.
+#[derive(Debug, Clone)]
 pub struct ChatInput {
     /// OpenAI-shaped messages (`role`, `content`, `tool_calls` ...), as the template reads them.
     pub messages: Vec<serde_json::Value>,

@@ -788,7 +788,8 @@ async fn respond(
     let items = req.managed(history(&state, &req, own.clone())?);
     let compacting = match req.compaction_threshold() {
         Some(threshold) => {
-            crate::compaction::needed(loaded, &req, &items, threshold, req.max_output_tokens)?
+            let prompt = chat_tokens(loaded, &chat_input(&req, &items)?)?.len();
+            crate::compaction::needed(loaded, prompt, &items, threshold, req.max_output_tokens)
         }
         None => None,
     };
