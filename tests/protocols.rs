@@ -1615,6 +1615,8 @@ fn context_management_compacts_a_conversation_past_its_threshold() {
     let ended = finished(&server, queued["id"].as_str().unwrap());
     assert!(is_compaction(&ended["output"][0]), "{ended}");
     assert_eq!(ended["output"][1]["type"], "message", "{ended}");
+    // Plain, streamed and in the background: three summaries, counted.
+    assert_eq!(server.metric("epm_compactions_total"), 3.0);
     // A conversation of one turn has nothing before it to compact.
     let one = merged(
         opened,
@@ -1730,6 +1732,7 @@ fn anthropic_compaction_summarizes_past_the_trigger_and_on_request() {
     assert_eq!(events[2]["delta"]["type"], "compaction_delta");
     assert!(!events[2]["delta"]["content"].as_str().unwrap().is_empty());
     assert_eq!(events[4]["delta"]["stop_reason"], "compaction");
+    assert_eq!(server.metric("epm_compactions_total"), 3.0);
     // Both ways at once, or an edit of another kind, are refused, naming them.
     let both = json!({"max_tokens": 8, "messages": messages, "compaction": {"type": "summarize"},
                       "context_management": edit(50, false)});

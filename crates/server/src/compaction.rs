@@ -182,6 +182,10 @@ pub(crate) async fn summarize_with(
             "the model wrote no summary (its reply was empty or reasoning only): compact again, or start a new conversation",
         ));
     }
+    state
+        .server
+        .compactions
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok((summary.to_string(), c.usage))
 }
 

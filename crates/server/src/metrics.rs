@@ -255,6 +255,12 @@ impl Collector for Scrape {
             "Reasoning blocks whose close the reasoning budget forced.",
             load(&g.reasoning_closes_forced),
         )?;
+        counter(
+            e,
+            "epm_compactions",
+            "Conversations compacted: summaries written (/v1/responses/compact, compaction_trigger, context_management, Anthropic compaction).",
+            load(&st.server.compactions),
+        )?;
         let stored = st.responses.lock().map(|r| r.usage()).unwrap_or_default();
         gauge(
             e,

@@ -33,6 +33,8 @@ pub struct ServerCounters {
     /// Requests admitted and not yet ended: running or waiting for a slot.
     pub in_flight: AtomicUsize,
     pub rejected_overload: AtomicU64,
+    /// Conversations compacted: summaries written ([`crate::compaction`]).
+    pub compactions: AtomicU64,
     /// No new requests; the engine thread must end every request and stop. Shared with
     /// llama.cpp's abort callback, which stops the batch in flight.
     pub stopping: Arc<AtomicBool>,
