@@ -674,14 +674,21 @@ fn prepared_chat(
     };
     let asked = Asked {
         max_tokens: Some(max_tokens),
+        stop: req.stop_sequences.clone().unwrap_or_default(),
+        ..sampling(req)
+    };
+    prepare_chat(loaded, chat, &ask, &asked)
+}
+
+/// The sampling settings a request asks for.
+fn sampling(req: &MessagesRequest) -> Asked {
+    Asked {
         temperature: req.temperature,
         top_p: req.top_p,
         top_k: req.top_k,
         seed: req.seed,
-        stop: req.stop_sequences.clone().unwrap_or_default(),
         ..Default::default()
-    };
-    prepare_chat(loaded, chat, &ask, &asked)
+    }
 }
 
 /// What a request gives the template: its messages and tools, and `thinking` as
@@ -873,13 +880,7 @@ async fn compacted(
                 kwargs: kwargs.clone(),
             })
         };
-        let sampling = Asked {
-            temperature: req.temperature,
-            top_p: req.top_p,
-            top_k: req.top_k,
-            seed: req.seed,
-            ..Default::default()
-        };
+        let sampling = sampling(&req);
         let messages = plan.chat.messages.clone();
         let instructions = plan.instructions.as_deref();
         let (summary, u) =
