@@ -1750,6 +1750,15 @@ fn anthropic_compaction_summarizes_past_the_trigger_and_on_request() {
         error_message("/v1/messages", &v).contains("context_management.edits[0]"),
         "{v}"
     );
+    // A reply that could not be asked is refused before any summary is written.
+    let no_length = json!({"messages": messages, "context_management": edit(50, false)});
+    let (code, v) = post_raw(&server, "/v1/messages", &no_length.to_string(), None);
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/messages", &v).contains("`max_tokens` is required"),
+        "{v}"
+    );
+    assert_eq!(server.metric("epm_compactions_total"), 3.0);
 }
 
 /// With `--responses-store-mb 0` nothing is kept, and a continuation says how to do without.

@@ -414,7 +414,10 @@ fn template_messages(req: &MessagesRequest) -> std::result::Result<Vec<Value>, A
         .iter()
         .enumerate()
         .rev()
-        .find_map(|(i, m)| Some((i, blocks_of(m).iter().rposition(summary_at)?)))
+        .find_map(|(i, m)| match &m.content {
+            Content::Blocks(b) => Some((i, b.iter().rposition(summary_at)?)),
+            Content::Text(_) => None,
+        })
         .unwrap_or((0, 0));
     for (i, m) in req.messages.iter().enumerate().skip(from.0) {
         let mut blocks = blocks_of(m);
@@ -632,9 +635,7 @@ fn prepared_chat(
     budget: BudgetTokens,
 ) -> std::result::Result<generation::Prepared, ApiError> {
     let loaded = loaded(state)?;
-    let max_tokens = req.max_tokens.ok_or_else(|| {
-        ApiError::bad_request("`max_tokens` is required: give the most tokens the reply may have")
-    })?;
+    let max_tokens = max_tokens(req)?;
     let (choice, parallel) = match &req.tool_choice {
         None => (ToolChoice::Auto, false),
         Some(WireToolChoice::Auto {
@@ -678,6 +679,13 @@ fn prepared_chat(
         ..sampling(req)
     };
     prepare_chat(loaded, chat, &ask, &asked)
+}
+
+/// The reply's `max_tokens`, which the API requires.
+fn max_tokens(req: &MessagesRequest) -> std::result::Result<u32, ApiError> {
+    req.max_tokens.ok_or_else(|| {
+        ApiError::bad_request("`max_tokens` is required: give the most tokens the reply may have")
+    })
 }
 
 /// The sampling settings a request asks for.
@@ -834,6 +842,8 @@ fn compaction_plan(
             instructions,
             pause,
         } => {
+            // A reply's request must hold before its summary is written.
+            let max_tokens = max_tokens(req)?;
             let prompt = chat_tokens(loaded, &chat)?.len();
             let messages = &chat.messages;
             let needed = crate::compaction::needed(
@@ -841,7 +851,7 @@ fn compaction_plan(
                 prompt,
                 messages,
                 Some(threshold),
-                req.max_tokens,
+                Some(max_tokens),
             );
             let Some(plan) = needed else {
                 return Ok(None);
