@@ -1617,6 +1617,21 @@ fn context_management_compacts_a_conversation_past_its_threshold() {
     assert_eq!(ended["output"][1]["type"], "message", "{ended}");
     // Plain, streamed and in the background: three summaries, counted.
     assert_eq!(server.metric("epm_compactions_total"), 3.0);
+    // A reply the model cannot be asked is refused before any summary is written.
+    let format = json!({"format": {"type": "json_schema", "name": "set",
+                                   "schema": {"type": "array", "uniqueItems": true}}});
+    let (code, v) = post_raw(
+        &server,
+        "/v1/responses",
+        &managed(50, json!({"text": format})).to_string(),
+        None,
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        error_message("/v1/responses", &v).contains("uniqueItems"),
+        "{v}"
+    );
+    assert_eq!(server.metric("epm_compactions_total"), 3.0);
     // A conversation of one turn has nothing before it to compact.
     let one = merged(
         opened,
@@ -1692,6 +1707,18 @@ fn anthropic_compaction_summarizes_past_the_trigger_and_on_request() {
     assert_eq!(content[0]["type"], "compaction", "{compacted}");
     assert!(!content[0]["content"].as_str().unwrap().trim().is_empty());
     assert_eq!(content[1]["type"], "text", "{compacted}");
+    // The summary's tokens apart, then the reply's, which the top-level usage is.
+    let iterations = compacted["usage"]["iterations"].as_array().unwrap();
+    assert_eq!(iterations.len(), 2, "{compacted}");
+    assert_eq!(iterations[0]["type"], "compaction");
+    assert!(iterations[0]["output_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(iterations[1]["type"], "message");
+    for field in ["input_tokens", "output_tokens", "cache_read_input_tokens"] {
+        assert_eq!(
+            iterations[1][field], compacted["usage"][field],
+            "{compacted}"
+        );
+    }
     let block = content[0].clone();
     let direct = ask(json!({"messages": [{"role": "assistant", "content": [block]}, question]}));
     assert_eq!(last_text(&compacted), last_text(&direct));
@@ -1712,6 +1739,9 @@ fn anthropic_compaction_summarizes_past_the_trigger_and_on_request() {
     assert_eq!(blocks.len(), 1);
     assert_eq!(blocks[0]["type"], "compaction");
     assert!(summarized["usage"]["output_tokens"].as_u64().unwrap() > 0);
+    let only = &summarized["usage"]["iterations"];
+    assert_eq!(only.as_array().map(Vec::len), Some(1), "{summarized}");
+    assert_eq!(only[0]["type"], "compaction");
     // Paused and streamed: the block opens at once and is the whole answer.
     let body = json!({"max_tokens": 8, "temperature": 0, "messages": messages, "stream": true,
                       "context_management": edit(50, true)});
@@ -1732,6 +1762,7 @@ fn anthropic_compaction_summarizes_past_the_trigger_and_on_request() {
     assert_eq!(events[2]["delta"]["type"], "compaction_delta");
     assert!(!events[2]["delta"]["content"].as_str().unwrap().is_empty());
     assert_eq!(events[4]["delta"]["stop_reason"], "compaction");
+    assert_eq!(events[4]["usage"]["iterations"][0]["type"], "compaction");
     assert_eq!(server.metric("epm_compactions_total"), 3.0);
     // Both ways at once, or an edit of another kind, are refused, naming them.
     let both = json!({"max_tokens": 8, "messages": messages, "compaction": {"type": "summarize"},

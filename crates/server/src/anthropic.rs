@@ -856,6 +856,16 @@ fn compaction_plan(
             let Some(plan) = needed else {
                 return Ok(None);
             };
+            if !pause {
+                // The reply must be one the model can be asked (its format's grammar, the
+                // turn kept) before the summary is written: checked with an empty summary.
+                let placeholder = crate::compaction::summary_as_message("");
+                let view = ChatInput {
+                    messages: plan.view(&chat.messages, placeholder),
+                    ..chat.clone()
+                };
+                prepared_chat(state, req, &view, budget)?;
+            }
             (instructions, (!pause).then_some(plan))
         }
     };
@@ -915,6 +925,7 @@ async fn compacted(
             match start.await {
                 Ok((summary, u, rx)) => {
                     s.close_compaction(&summary);
+                    s.compaction_usage = Some(u);
                     let Some(rx) = rx else {
                         s.usage = u;
                         s.finish(("compaction", None));
@@ -941,21 +952,41 @@ async fn compacted(
     let (summary, u, rx) = start.await?;
     let block = compaction_block(Some(&summary));
     let answer = match rx {
-        None => message_answer(&id, &model, vec![block], ("compaction", None), &u),
+        None => {
+            let mut answer = message_answer(&id, &model, vec![block], ("compaction", None), &u);
+            answer["usage"]["iterations"] = iterations(&u, None);
+            answer
+        }
         Some(rx) => {
             let c = collect(rx).await?;
             let mut content = vec![block];
             content.extend(reply_content(&c));
-            message_answer(
+            let mut answer = message_answer(
                 &id,
                 &model,
                 content,
                 stop_reason(&c.finish_reason),
                 &c.usage,
-            )
+            );
+            answer["usage"]["iterations"] = iterations(&u, Some(&c.usage));
+            answer
         }
     };
     Ok(Json(answer).into_response())
+}
+
+/// A compacting request's `usage.iterations`, as Anthropic's API gives them: what writing the
+/// summary took (`compaction`, not in the top-level usage when a reply follows), then the
+/// reply's (`message`), when there is one.
+fn iterations(compaction: &generation::Usage, reply: Option<&generation::Usage>) -> Value {
+    let entry = |kind: &str, u: &generation::Usage| {
+        let mut v = usage(u);
+        v["type"] = json!(kind);
+        v
+    };
+    let mut all = vec![entry("compaction", compaction)];
+    all.extend(reply.map(|u| entry("message", u)));
+    Value::Array(all)
 }
 
 /// A compaction block holding `summary` (none yet: a stream's opening block).
@@ -979,6 +1010,8 @@ struct StreamState {
     index: usize,
     /// `message_start` was sent (a compacting stream sends it before the reply starts).
     started: bool,
+    /// What writing a compaction's summary took, reported apart from the reply's usage.
+    compaction_usage: Option<generation::Usage>,
     finished: bool,
 }
 
@@ -996,6 +1029,7 @@ impl StreamState {
             open: None,
             index: 0,
             started: false,
+            compaction_usage: None,
             finished: false,
         }
     }
@@ -1041,10 +1075,15 @@ impl StreamState {
 
     /// End the message with `stop_reason` and `stop_sequence`.
     fn finish(&mut self, (reason, seq): (&str, Option<String>)) {
+        let mut usage = json!({"output_tokens": self.usage.completion});
+        if let Some(c) = &self.compaction_usage {
+            let replied = reason != "compaction";
+            usage["iterations"] = iterations(c, replied.then_some(&self.usage));
+        }
         self.pending.push_back(named(
             "message_delta",
             json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq},
-                   "usage": {"output_tokens": self.usage.completion}}),
+                   "usage": usage}),
         ));
         self.pending
             .push_back(named("message_stop", json!({"type": "message_stop"})));

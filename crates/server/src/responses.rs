@@ -867,6 +867,11 @@ async fn respond(
             Box::pin(std::future::ready(Ok((None, rx))))
         }
         Some(plan) => {
+            // The reply must be one the model can be asked (its format's grammar, the turn
+            // kept) before the summary is written: checked on the view with an empty summary.
+            let placeholder = crate::compaction::compaction_item(&compaction_id, "");
+            let chat = chat_input(&req, &plan.view(&items, placeholder))?;
+            prepare_chat(loaded, &chat, &ask, &asked)?;
             let (state, id, response) = (state.clone(), compaction_id.clone(), meta.id.clone());
             Box::pin(async move {
                 let (summary, _) = crate::compaction::summarize(&state, &req, &items).await?;
