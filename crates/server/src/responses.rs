@@ -963,66 +963,33 @@ async fn triggered_compaction(
         request: None,
     };
     let item_id = new_id("cmp");
-    // The compaction item holding `summary`, and the response around it, kept.
-    fn done(
-        meta: &ResponseMeta,
-        item_id: &str,
-        summary: &str,
-        u: &generation::Usage,
-    ) -> (Value, Value) {
-        let item = crate::compaction::compaction_item(item_id, summary);
-        let response = meta.envelope("completed", vec![item.clone()], None, u);
-        meta.conclude(&response);
-        (item, response)
-    }
     if !req.stream {
         let (summary, u) = crate::compaction::summarize(&state, &req, &items).await?;
-        return Ok(Json(done(&meta, &item_id, &summary, &u).1).into_response());
+        let item = crate::compaction::compaction_item(&item_id, &summary);
+        let response = meta.envelope("completed", vec![item], None, &u);
+        meta.conclude(&response);
+        return Ok(Json(response).into_response());
     }
-    let typed = |kind: &str, seq: u64, mut v: Value| {
-        v["type"] = json!(kind);
-        v["sequence_number"] = json!(seq);
-        Ok::<_, Infallible>(SseEvent::default().event(kind).data(v.to_string()))
-    };
-    let opened = meta.envelope("in_progress", Vec::new(), None, &Default::default());
-    let head = vec![
-        typed("response.created", 0, json!({"response": opened})),
-        typed("response.in_progress", 1, json!({"response": opened})),
-        typed(
-            "response.output_item.added",
-            2,
-            json!({"output_index": 0, "item": {"type": "compaction", "id": item_id}}),
-        ),
-    ];
+    let mut s = StreamState::new(meta, None);
+    s.open_compaction(&item_id);
+    let head = s.drain_sse();
     let tail = async move {
         match crate::compaction::summarize(&state, &req, &items).await {
             Ok((summary, u)) => {
-                let (item, response) = done(&meta, &item_id, &summary, &u);
-                vec![
-                    typed(
-                        "response.output_item.done",
-                        3,
-                        json!({"output_index": 0, "item": item}),
-                    ),
-                    typed("response.completed", 4, json!({"response": response})),
-                ]
+                s.close_compaction(crate::compaction::compaction_item(&item_id, &summary));
+                s.usage = u;
+                s.complete(None);
             }
             Err(e) => {
-                let mut failed = meta.envelope("failed", Vec::new(), None, &Default::default());
-                failed["error"] = json!({"code": "server_error", "message": e.message});
-                vec![
-                    typed(
-                        "error",
-                        3,
-                        json!({"code": "server_error", "message": e.message, "param": null}),
-                    ),
-                    typed("response.failed", 4, json!({"response": failed})),
-                ]
+                s.end("failed", Some(e.message));
+                if let Some(failed) = s.last.clone() {
+                    s.emit("response.failed", json!({"response": failed}));
+                }
             }
         }
+        s.drain_sse()
     };
-    let events = futures_util::stream::iter(head)
-        .chain(futures_util::stream::once(tail).flat_map(futures_util::stream::iter));
+    let events = stream::iter(head).chain(stream::once(tail).flat_map(stream::iter));
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response())
@@ -1295,6 +1262,23 @@ impl StreamState {
         self.finished = true;
     }
 
+    /// End completed with the items so far, kept and added to its conversation.
+    fn complete(&mut self, finish: Option<&FinishReason>) {
+        let output = std::mem::take(&mut self.output);
+        let r = self.meta.envelope("completed", output, finish, &self.usage);
+        self.meta.conclude(&r);
+        // Always `response.completed` (its status says `incomplete` when cut off), as
+        // llama-server sends it and as the SDK's stream helper waits for it.
+        self.emit("response.completed", json!({"response": r}));
+        self.last = Some(r);
+        self.finished = true;
+    }
+
+    /// The events encoded and not yet sent, as SSE.
+    fn drain_sse(&mut self) -> Vec<std::result::Result<SseEvent, Infallible>> {
+        self.pending.drain(..).map(|e| Ok(sse_event(e))).collect()
+    }
+
     /// Finish the open text item, if any.
     fn close_open(&mut self) {
         self.close_open_as("completed");
@@ -1434,18 +1418,7 @@ impl StreamState {
             } => {
                 self.close_open();
                 self.usage.finished(completion_tokens, reasoning_tokens);
-                let r = self.meta.envelope(
-                    "completed",
-                    std::mem::take(&mut self.output),
-                    Some(&finish_reason),
-                    &self.usage,
-                );
-                self.meta.conclude(&r);
-                // Always `response.completed` (its status says `incomplete` when cut off), as
-                // llama-server sends it and as the SDK's stream helper waits for it.
-                self.emit("response.completed", json!({"response": r}));
-                self.last = Some(r);
-                self.finished = true;
+                self.complete(Some(&finish_reason));
             }
             Event::Failed(e) => self.end("failed", Some(e.to_string())),
         }
@@ -1472,24 +1445,20 @@ fn compacted_sse(
 ) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
     let mut s = StreamState::new(meta, logprobs);
     s.open_compaction(compaction_id);
-    let drained = |s: &mut StreamState| -> Vec<std::result::Result<SseEvent, Infallible>> {
-        s.pending.drain(..).map(|e| Ok(sse_event(e))).collect()
-    };
-    let head = drained(&mut s);
+    let head = s.drain_sse();
     let rest = async move {
         match start.await {
             Ok((lead, rx)) => {
                 if let Some(item) = lead {
                     s.close_compaction(item);
                 }
-                let done = drained(&mut s);
-                stream::iter(done)
+                stream::iter(s.drain_sse())
                     .chain(crate::sse::stream(crate::sse::events(rx), s))
                     .boxed()
             }
             Err(e) => {
                 s.end("failed", Some(e.message));
-                stream::iter(drained(&mut s)).boxed()
+                stream::iter(s.drain_sse()).boxed()
             }
         }
     };
