@@ -10,7 +10,7 @@ fn main() {
     let code = match cli::run(cli::normalize_args(std::env::args_os())) {
         Ok(()) => cli::exit::OK,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cli::exit::message(&e));
             cli::exit::code(&e)
         }
     };

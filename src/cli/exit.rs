@@ -30,6 +30,24 @@ pub struct UsageError(pub String);
 #[error("interrupted: {0}")]
 pub struct Interrupted(pub &'static str);
 
+/// What the user is told of an error: its chain joined by `": "`, each cause left out whose
+/// text the messages before it already end with (a library error that names its source in
+/// its own message, as `"cannot open {path}: {source}"` does, would print it twice).
+pub fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 /// The exit code for an error: the first cause in the chain that decides it.
 pub fn code(e: &anyhow::Error) -> i32 {
     for cause in e.chain() {
@@ -72,6 +90,21 @@ pub fn code(e: &anyhow::Error) -> i32 {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_cause_that_its_error_already_names_is_said_once() {
+        let open = GgufError::Open {
+            path: PathBuf::from("m.gguf"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        };
+        let e = anyhow::Error::new(open).context("loading the model");
+        assert_eq!(
+            message(&e),
+            "loading the model: cannot open m.gguf: no such file"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(message(&plain), "outer: inner");
+    }
 
     #[test]
     fn io_errors_are_runtime_failures_and_bad_files_are_bad_input() {
