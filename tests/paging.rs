@@ -600,6 +600,39 @@ fn probe_paging_measures_both_read_and_drop_paths_and_drops_what_it_read() {
         );
     }
 
+    // `--whole-layers`: each of a layer's expert tensors read and dropped whole, one range.
+    ok(&epm(&[
+        "probe-paging",
+        "-m",
+        model.to_str().unwrap(),
+        "--whole-layers",
+        "1",
+        "--runs",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let report = json(&out);
+    assert_eq!(report["whole_layers"], 1);
+    let whole: u64 = index.layers[0]
+        .tensors
+        .iter()
+        .map(|t| t.bytes_per_expert * index.n_expert as u64)
+        .sum();
+    for r in report["runs"].as_array().unwrap() {
+        assert_eq!(r["ranges"], index.layers[0].tensors.len(), "{r}");
+        assert_eq!(r["bytes"].as_u64().unwrap(), whole, "{r}");
+    }
+    let bad = epm(&[
+        "probe-paging",
+        "-m",
+        model.to_str().unwrap(),
+        "--whole-layers",
+        "0",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--whole-layers must be at least 1"));
+
     let dense = synth(dir.path(), "tiny-dense", &[]);
     let out = epm(&["probe-paging", "-m", dense.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));

@@ -20,6 +20,11 @@ pub struct ProbePagingArgs {
     /// and down slices, as the pager advises them).
     #[arg(long, default_value_t = 512)]
     experts: usize,
+    /// Read and drop whole expert tensors instead (every expert of a layer's gate, up and
+    /// down, each tensor one range, as a prompt's ubatch selects them): this many layers,
+    /// spread over the model.
+    #[arg(long)]
+    whole_layers: Option<usize>,
     /// Repetitions of each way of reading, alternating.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -33,6 +38,7 @@ struct Report {
     machine: epm_sys::proc::Machine,
     model: PathBuf,
     experts: usize,
+    whole_layers: Option<usize>,
     runs: Vec<PageCost>,
 }
 
@@ -59,11 +65,30 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
     let total = n_layer * n_expert;
     let step = (total / a.experts.min(total)).max(1);
     let mut ranges = Vec::new();
-    for k in (0..total).step_by(step).take(a.experts) {
-        let (layer, e) = (&index.layers[k % n_layer], (k / n_layer) % n_expert);
-        for t in &layer.tensors {
-            ranges.push((t.offset + e as u64 * t.bytes_per_expert, t.bytes_per_expert));
+    match a.whole_layers {
+        Some(0) => bail!(UsageError("--whole-layers must be at least 1".into())),
+        Some(layers) => {
+            let step = (n_layer / layers.min(n_layer)).max(1);
+            for layer in index.layers.iter().step_by(step).take(layers) {
+                for t in &layer.tensors {
+                    ranges.push((t.offset, n_expert as u64 * t.bytes_per_expert));
+                }
+            }
         }
+        None => {
+            for k in (0..total).step_by(step).take(a.experts) {
+                let (layer, e) = (&index.layers[k % n_layer], (k / n_layer) % n_expert);
+                for t in &layer.tensors {
+                    ranges.push((t.offset + e as u64 * t.bytes_per_expert, t.bytes_per_expert));
+                }
+            }
+        }
+    }
+    let machine = epm_sys::proc::machine();
+    if let Some(order) = machine.free_page_reporting_order {
+        println!(
+            "free page reporting at order {order}: free blocks of 2^{order} pages and up go back to the hypervisor, and large folios made of them pay a host fault at their first touch (none go back when the order is above the kernel's largest, 10 on x86-64)"
+        );
     }
     let mut runs = Vec::new();
     for _ in 0..a.runs {
@@ -94,9 +119,10 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
     }
     let report = Report {
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: epm_sys::proc::machine(),
+        machine,
         model: a.model.clone(),
         experts: a.experts,
+        whole_layers: a.whole_layers,
         runs,
     };
     epm_sys::fs::write_atomic(&a.out, &serde_json::to_vec_pretty(&report)?)
