@@ -53,6 +53,9 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
     if a.experts == 0 || a.runs == 0 {
         bail!(UsageError("--experts and --runs must be at least 1".into()));
     }
+    if a.whole_layers == Some(0) {
+        bail!(UsageError("--whole-layers must be at least 1".into()));
+    }
     if index.files.len() > 1 {
         bail!(UsageError(
             "probe-paging measures single-file models; give one shard's worth with a single-file model".into()
@@ -66,7 +69,6 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
     let step = (total / a.experts.min(total)).max(1);
     let mut ranges = Vec::new();
     match a.whole_layers {
-        Some(0) => bail!(UsageError("--whole-layers must be at least 1".into())),
         Some(layers) => {
             let step = (n_layer / layers.min(n_layer)).max(1);
             for layer in index.layers.iter().step_by(step).take(layers) {
