@@ -177,16 +177,29 @@ pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> R
         }
     })?;
     let de = &mut serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(de).map_err(body_error)
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        body_error::<T>(e, || {
+            serde_json::from_slice::<serde_json::Value>(&bytes).ok()
+        })
+    })
 }
 
 /// A request body already read as JSON, as the type its endpoint takes; errors as
 /// [`parse_json`] words them.
 pub fn from_json<T: DeserializeOwned>(body: &serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(body).map_err(body_error)
+    serde_path_to_error::deserialize(body).map_err(|e| body_error::<T>(e, || Some(body.clone())))
 }
 
-fn body_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+/// The top-level fields tried one by one in [`failing_field`] at the most.
+const MOST_FIELDS_TRIED: usize = 64;
+
+/// The 400 for a body that is not a `T`. `body` gives it as JSON, asked for only where the
+/// error's path is lost (a field of a `#[serde(flatten)]`ed struct, as each protocol's
+/// sampling options are), to find the field by [`failing_field`].
+fn body_error<T: DeserializeOwned>(
+    e: serde_path_to_error::Error<serde_json::Error>,
+    body: impl FnOnce() -> Option<serde_json::Value>,
+) -> ApiError {
     let path = e.path().to_string();
     let inner = e.into_inner();
     use serde_json::error::Category;
@@ -194,9 +207,83 @@ fn body_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
         Category::Syntax | Category::Eof | Category::Io => {
             ApiError::bad_request(format!("the request body is not valid JSON: {inner}"))
         }
-        Category::Data if path == "." || path.is_empty() => ApiError::bad_request(format!(
-            "the request body does not fit this endpoint: {inner}"
-        )),
+        Category::Data if path == "." || path.is_empty() => {
+            match body().and_then(|b| failing_field::<T>(&b)) {
+                Some(field) => ApiError::bad_request(format!("invalid `{field}`: {inner}")),
+                None => ApiError::bad_request(format!(
+                    "the request body does not fit this endpoint: {inner}"
+                )),
+            }
+        }
         Category::Data => ApiError::bad_request(format!("invalid `{path}`: {inner}")),
+    }
+}
+
+/// The one top-level field of `body` without which it reads as a `T`, if there is one
+/// (serde's `flatten` reports a wrong type in a flattened struct's field without a path).
+fn failing_field<T: DeserializeOwned>(body: &serde_json::Value) -> Option<String> {
+    let fields = body.as_object()?;
+    fields.keys().take(MOST_FIELDS_TRIED).find_map(|field| {
+        let mut without = fields.clone();
+        without.remove(field);
+        serde_json::from_value::<T>(serde_json::Value::Object(without))
+            .ok()
+            .map(|_| field.clone())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Sampling {
+        #[allow(dead_code)]
+        temperature: Option<f32>,
+        #[allow(dead_code)]
+        seed: Option<u32>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Request {
+        #[allow(dead_code)]
+        messages: Vec<String>,
+        #[serde(flatten)]
+        #[allow(dead_code)]
+        sampling: Sampling,
+    }
+
+    fn parsed(body: &'static str) -> Result<Request, ApiError> {
+        parse_json(Ok(Bytes::from_static(body.as_bytes())))
+    }
+
+    #[test]
+    fn a_wrong_type_in_a_flattened_field_is_named() {
+        let e = parsed(r#"{"messages": ["hi"], "temperature": "hot"}"#).unwrap_err();
+        assert!(
+            e.message
+                .starts_with(r#"invalid `temperature`: invalid type: string "hot", expected f32"#),
+            "{}",
+            e.message
+        );
+        let body = serde_json::json!({"messages": ["hi"], "seed": -1});
+        let e = from_json::<Request>(&body).unwrap_err();
+        assert!(e.message.starts_with("invalid `seed`: "), "{}", e.message);
+        // A field outside the flattened struct keeps its path.
+        let e = parsed(r#"{"messages": [1], "temperature": 0.5}"#).unwrap_err();
+        assert!(
+            e.message.starts_with("invalid `messages[0]`: "),
+            "{}",
+            e.message
+        );
+        // Two wrong fields: neither alone is to blame, so none is named.
+        let e = parsed(r#"{"messages": ["hi"], "temperature": "hot", "seed": -1}"#).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("the request body does not fit this endpoint: "),
+            "{}",
+            e.message
+        );
+        assert!(parsed(r#"{"messages": ["hi"], "temperature": 0.5}"#).is_ok());
     }
 }
