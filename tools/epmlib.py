@@ -31,10 +31,18 @@ CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 
 
 def machine():
-    """CPU, cores, memory and kernel of this machine."""
+    """CPU, cores, memory and kernel of this machine, and the order of the free blocks its
+    kernel reports to a hypervisor (None without free page reporting); the record
+    epm_sys::proc::Machine gives the Rust reports."""
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     mem = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
-    return {"cpu": cpu, "cores": os.cpu_count(), "mem_total_bytes": mem, "kernel": platform.release()}
+    try:
+        with open("/sys/module/page_reporting/parameters/page_reporting_order") as f:
+            reporting = int(f.read().strip())
+    except (OSError, ValueError):
+        reporting = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "mem_total_bytes": mem, "kernel": platform.release(),
+            "free_page_reporting_order": reporting}
 
 
 def run(cmd, check=True, **kw):
