@@ -489,6 +489,12 @@ def main():
             checks["bad_request"] = "no error"
         except openai.BadRequestError as e:
             checks["bad_request"] = {"status": e.status_code, "message": e.message, "code": e.code}
+        # A wrong type in a sampling field: the error names the field, as `param` too.
+        try:
+            client.chat.completions.create(model="any", messages=msgs, max_tokens=4, temperature="hot")
+            checks["wrong_type"] = "no error"
+        except openai.BadRequestError as e:
+            checks["wrong_type"] = {"status": e.status_code, "message": e.message, "param": e.param}
         try:
             openai.OpenAI(base_url=base + "/v1", api_key="wrong").models.list()
             checks["wrong_key"] = "no error"
@@ -550,6 +556,8 @@ def main():
     ok = (checks["chat_stream"]["same_as_non_streaming"] and checks["chat"]["usage"]["completion_tokens"] > 0
           and isinstance(checks["bad_request"], dict) and checks["bad_request"]["status"] == 400
           and checks["bad_request"]["code"] == "context_length_exceeded"
+          and isinstance(checks["wrong_type"], dict) and checks["wrong_type"]["param"] == "temperature"
+          and "invalid `temperature`" in checks["wrong_type"]["message"]
           and isinstance(checks["wrong_key"], dict) and checks["wrong_key"]["status"] == 401
           and checks["choices"]["indexes"] == [0, 1] and checks["choices"]["second_same_as_seed_after"]
           and isinstance(checks["embeddings"], dict) and "computes no embeddings" in checks["embeddings"]["message"]

@@ -62,8 +62,9 @@ enum Command {
     /// Measure what paging a model's experts in and out costs the kernel, per MiB, with
     /// 4 KiB and with large page-cache folios.
     ProbePaging(probe_paging::ProbePagingArgs),
-    /// An OpenAI-compatible server (chat and completions, streaming), paging experts within
-    /// the budget, with prefix reuse and parallel sessions.
+    /// A server for the clients of OpenAI's API (Chat Completions, Responses), Anthropic's,
+    /// Ollama's and llama-server's, with a chat page, paging experts within the budget, with
+    /// prefix reuse and parallel sessions.
     Serve(serve::ServeArgs),
     /// Replay routing traces through expert-cache policies (Belady's optimum included).
     Sim(sim::SimArgs),

@@ -48,6 +48,8 @@ pub struct ApiError {
     /// The prompt did not fit a slot's context: each protocol words this as its clients
     /// recognize it (an agent compacts its conversation on that error).
     pub overflow: Option<ContextOverflow>,
+    /// The request field at fault, where one is (OpenAI's errors give it as `param`).
+    pub param: Option<String>,
 }
 
 /// A prompt, with the reply's `max_tokens` after it, beyond a slot's context.
@@ -105,6 +107,15 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             overflow: None,
+            param: None,
+        }
+    }
+
+    /// A 400 for the request field `param`.
+    pub fn bad_field(param: impl Into<String>, message: impl Into<String>) -> ApiError {
+        ApiError {
+            param: Some(param.into()),
+            ..ApiError::bad_request(message)
         }
     }
 
@@ -209,13 +220,19 @@ fn body_error<T: DeserializeOwned>(
         }
         Category::Data if path == "." || path.is_empty() => {
             match body().and_then(|b| failing_field::<T>(&b)) {
-                Some(field) => ApiError::bad_request(format!("invalid `{field}`: {inner}")),
+                Some(field) => {
+                    let message = format!("invalid `{field}`: {inner}");
+                    ApiError::bad_field(field, message)
+                }
                 None => ApiError::bad_request(format!(
                     "the request body does not fit this endpoint: {inner}"
                 )),
             }
         }
-        Category::Data => ApiError::bad_request(format!("invalid `{path}`: {inner}")),
+        Category::Data => {
+            let message = format!("invalid `{path}`: {inner}");
+            ApiError::bad_field(path, message)
+        }
     }
 }
 
@@ -266,6 +283,7 @@ mod tests {
             "{}",
             e.message
         );
+        assert_eq!(e.param.as_deref(), Some("temperature"));
         let body = serde_json::json!({"messages": ["hi"], "seed": -1});
         let e = from_json::<Request>(&body).unwrap_err();
         assert!(e.message.starts_with("invalid `seed`: "), "{}", e.message);
@@ -276,6 +294,7 @@ mod tests {
             "{}",
             e.message
         );
+        assert_eq!(e.param.as_deref(), Some("messages[0]"));
         // Two wrong fields: neither alone is to blame, so none is named.
         let e = parsed(r#"{"messages": ["hi"], "temperature": "hot", "seed": -1}"#).unwrap_err();
         assert!(
@@ -284,6 +303,7 @@ mod tests {
             "{}",
             e.message
         );
+        assert_eq!(e.param, None);
         assert!(parsed(r#"{"messages": ["hi"], "temperature": 0.5}"#).is_ok());
     }
 }

@@ -52,18 +52,19 @@ impl OpenAiError {
     pub fn body(&self) -> Value {
         // A prompt beyond the context in OpenAI's words and code, which agents (Codex,
         // litellm) read to compact the conversation; llama-server's counts beside them.
-        let (message, code) = match self.0.overflow {
+        let (message, code, param) = match self.0.overflow {
             Some(o) => (
                 overflow_message(&o),
                 Some("context_length_exceeded".to_string()),
+                None,
             ),
-            None => (self.0.message.clone(), None),
+            None => (self.0.message.clone(), None, self.0.param.clone()),
         };
         let mut body = serde_json::to_value(ErrorBody {
             error: ErrorDetail {
                 message,
                 kind: self.kind(),
-                param: None,
+                param,
                 code,
             },
         })
