@@ -190,7 +190,9 @@ pub fn parse_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> R
     let de = &mut serde_json::Deserializer::from_slice(&bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         body_error::<T>(e, || {
-            serde_json::from_slice::<serde_json::Value>(&bytes).ok()
+            (bytes.len() <= MOST_BODY_SEARCHED)
+                .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+                .flatten()
         })
     })
 }
@@ -203,6 +205,10 @@ pub fn from_json<T: DeserializeOwned>(body: &serde_json::Value) -> Result<T, Api
 
 /// The top-level fields tried one by one in [`failing_field`] at the most.
 const MOST_FIELDS_TRIED: usize = 64;
+
+/// The largest body [`parse_json`] searches for the failing field (each field tried reads
+/// the body again; a larger one, a long conversation, is answered without the field named).
+const MOST_BODY_SEARCHED: usize = 1 << 20;
 
 /// The 400 for a body that is not a `T`. `body` gives it as JSON, asked for only where the
 /// error's path is lost (a field of a `#[serde(flatten)]`ed struct, as each protocol's
@@ -219,7 +225,7 @@ fn body_error<T: DeserializeOwned>(
             ApiError::bad_request(format!("the request body is not valid JSON: {inner}"))
         }
         Category::Data if path == "." || path.is_empty() => {
-            match body().and_then(|b| failing_field::<T>(&b)) {
+            match body().and_then(failing_field::<T>) {
                 Some(field) => {
                     let message = format!("invalid `{field}`: {inner}");
                     ApiError::bad_field(field, message)
@@ -238,14 +244,23 @@ fn body_error<T: DeserializeOwned>(
 
 /// The one top-level field of `body` without which it reads as a `T`, if there is one
 /// (serde's `flatten` reports a wrong type in a flattened struct's field without a path).
-fn failing_field<T: DeserializeOwned>(body: &serde_json::Value) -> Option<String> {
-    let fields = body.as_object()?;
-    fields.keys().take(MOST_FIELDS_TRIED).find_map(|field| {
-        let mut without = fields.clone();
-        without.remove(field);
-        serde_json::from_value::<T>(serde_json::Value::Object(without))
-            .ok()
-            .map(|_| field.clone())
+fn failing_field<T: DeserializeOwned>(mut body: serde_json::Value) -> Option<String> {
+    let names: Vec<String> = body
+        .as_object()?
+        .keys()
+        .take(MOST_FIELDS_TRIED)
+        .cloned()
+        .collect();
+    // Each field is taken out, the rest read in place, and the field put back.
+    names.into_iter().find(|name| {
+        let Some(value) = body.as_object_mut().and_then(|f| f.remove(name)) else {
+            return false;
+        };
+        let reads = T::deserialize(&body).is_ok();
+        if let Some(fields) = body.as_object_mut() {
+            fields.insert(name.clone(), value);
+        }
+        reads
     })
 }
 
@@ -305,5 +320,15 @@ mod tests {
         );
         assert_eq!(e.param, None);
         assert!(parsed(r#"{"messages": ["hi"], "temperature": 0.5}"#).is_ok());
+        // A body too large to search is answered without the field.
+        let long = "x".repeat(MOST_BODY_SEARCHED);
+        let body = format!(r#"{{"messages": ["{long}"], "temperature": "hot"}}"#);
+        let e = parse_json::<Request>(Ok(Bytes::from(body))).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("the request body does not fit this endpoint: "),
+            "{}",
+            e.message.chars().take(120).collect::<String>()
+        );
     }
 }
