@@ -98,11 +98,14 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
             (ReadPath::WillNeed, EvictPath::UnmapThenDrop),
             (ReadPath::WillNeed, EvictPath::Pageout),
             (ReadPath::HugePopulate, EvictPath::UnmapThenDrop),
+            (ReadPath::Populate, EvictPath::UnmapThenDrop),
+            (ReadPath::PopulateSequential, EvictPath::UnmapThenDrop),
+            (ReadPath::BufferedRead, EvictPath::UnmapThenDrop),
         ] {
             let cost = page_cost::measure(&a.model, &ranges, path, evict, Duration::from_secs(300))
                 .with_context(|| format!("measuring {}", a.model.display()))?;
             println!(
-                "{:<14} {:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), map {:.3} ms/MiB (populate {:.3} + touch {:.3}), drop {:.3} ms/MiB (sys {:.3}), large folios {} MiB, cached after drop {} MiB",
+                "{:<14} {:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), map {:.3} ms/MiB (populate {:.3} + touch {:.3}), drop {:.3} ms/MiB (sys {:.3}), PMD folios {} MiB, pages in large folios {}, cached outside the ranges {} MiB, cached after drop {} MiB",
                 format!("{path:?}"),
                 format!("{evict:?}"),
                 cost.bytes >> 20,
@@ -114,6 +117,9 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
                 cost.evict_cpu_ms_per_mib,
                 cost.evict_sys_ms_per_mib,
                 cost.file_huge_pages_bytes >> 20,
+                cost.large_folio_bytes
+                    .map_or("unknown (frames need root)".to_string(), |b| format!("{} MiB", b >> 20)),
+                cost.cached_outside_ranges_bytes >> 20,
                 cost.cached_after_evict_bytes >> 20
             );
             runs.push(cost);

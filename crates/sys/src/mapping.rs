@@ -169,6 +169,14 @@ impl FileMapping {
         self.advise(s, e, MmapAdvise::MADV_HUGEPAGE)
     }
 
+    /// `MADV_SEQUENTIAL` on the pages covering a file range: a fault reads ahead of itself
+    /// (not around), in windows that grow, into folios that grow with them
+    /// (`probe-paging` measures what that costs and what it reads past a range).
+    pub(crate) fn set_sequential(&self, offset: u64, len: u64) -> bool {
+        let (s, e) = outward(offset, len, self.page);
+        self.advise(s, e, MmapAdvise::MADV_SEQUENTIAL)
+    }
+
     /// `MADV_RANDOM` on the pages covering a file range, so a fault reads only its own page.
     pub fn set_random(&self, offset: u64, len: u64) -> bool {
         let (s, e) = outward(offset, len, self.page);

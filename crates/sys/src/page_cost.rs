@@ -3,6 +3,8 @@
 //! the process as compute's first touches do (minor faults), and to drop them again; with
 //! the pager's way of reading (`MADV_WILLNEED`, 4 KiB folios) or with large folios
 //! (`MADV_HUGEPAGE` on the mapping, then `MADV_POPULATE_READ` through the fault path), and
+//! the fault path's and the read path's own readahead (`MADV_POPULATE_READ` with the
+//! default advice, `pread`), which grow folios along what they find sequential; and
 //! the pager's way of dropping (`MADV_DONTNEED`, then `POSIX_FADV_DONTNEED`) or reclaim in
 //! one call (`MADV_PAGEOUT`). Also what stays cached after the drop: a folio that reaches
 //! past a range cannot be dropped by advice on the range alone.
@@ -24,7 +26,19 @@ pub enum ReadPath {
     /// `MADV_HUGEPAGE` on the whole mapping, then `MADV_POPULATE_READ` per range: the fault
     /// path, which may allocate large (up to PMD-sized) page-cache folios.
     HugePopulate,
+    /// `MADV_POPULATE_READ` per range on a mapping left with the kernel's default advice: the
+    /// fault path and the readahead it does around each fault (which may read past a range).
+    Populate,
+    /// The same with `MADV_SEQUENTIAL` on the mapping: the fault path reads ahead of each
+    /// fault rather than around it.
+    PopulateSequential,
+    /// `pread` of each range into a buffer, in 4 MiB reads: the read path, whose readahead
+    /// makes larger folios along a stream it finds sequential.
+    BufferedRead,
 }
+
+/// The size of one `pread` of [`ReadPath::BufferedRead`].
+const BUFFERED_READ_BYTES: usize = 4 << 20;
 
 /// How ranges are dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,6 +78,13 @@ pub struct PageCost {
     pub incomplete_ranges: usize,
     /// `FileHugePages` of `/proc/meminfo` grown while reading (large file folios made).
     pub file_huge_pages_bytes: u64,
+    /// Bytes of the ranges' pages in a folio larger than one page, of any size, once the
+    /// ranges were read and mapped (`proc::pages_in_large_folios`); `None` where frames
+    /// cannot be read (not root).
+    pub large_folio_bytes: Option<u64>,
+    /// Bytes of the file cached outside the ranges once they were read: what the read path
+    /// brought in that nobody asked for (the file is dropped from the cache before).
+    pub cached_outside_ranges_bytes: u64,
     /// Bytes of the asked ranges (rounded out to pages) still in the page cache after every
     /// range was dropped. Only the ranges: the rest of the file may hold pages of reads this
     /// measurement did not make (the model's header, parsed before, read ahead late).
@@ -110,10 +131,24 @@ pub fn measure(
     // SAFETY: `map` stays mapped, unchanged, until the end of this function, after the last
     // use of `view`.
     let view = unsafe { FileMapping::find(path) }?;
-    view.set_random(0, map.len() as u64);
-    if read == ReadPath::HugePopulate {
-        view.set_hugepage(0, map.len() as u64);
+    match read {
+        ReadPath::WillNeed => {
+            view.set_random(0, map.len() as u64);
+        }
+        ReadPath::HugePopulate => {
+            view.set_random(0, map.len() as u64);
+            view.set_hugepage(0, map.len() as u64);
+        }
+        // The kernel's own readahead is what these paths measure.
+        ReadPath::Populate | ReadPath::BufferedRead => {}
+        ReadPath::PopulateSequential => {
+            view.set_sequential(0, map.len() as u64);
+        }
     }
+    let mut buffer = match read {
+        ReadPath::BufferedRead => vec![0u8; BUFFERED_READ_BYTES],
+        _ => Vec::new(),
+    };
     // Fault a file range in now, through the mapping.
     let populate = |offset: u64, len: u64| {
         let (s, e) = outward(offset, len, page);
@@ -128,7 +163,20 @@ pub fn measure(
             ReadPath::WillNeed => {
                 view.will_need(offset, len);
             }
-            ReadPath::HugePopulate => populate(offset, len),
+            ReadPath::HugePopulate | ReadPath::Populate | ReadPath::PopulateSequential => {
+                populate(offset, len)
+            }
+            ReadPath::BufferedRead => {
+                let end = offset + len;
+                let mut at = offset;
+                while at < end {
+                    let want = ((end - at) as usize).min(buffer.len());
+                    match std::os::unix::fs::FileExt::read_at(&file, &mut buffer[..want], at) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => at += n as u64,
+                    }
+                }
+            }
         }
     }
     let (cpu1, sys1) = thread_cpu_us();
@@ -172,6 +220,10 @@ pub fn measure(
     }
     let read_wall_s = started.elapsed().as_secs_f64();
     let huge_after = proc::meminfo("FileHugePages").unwrap_or(0);
+    let resident_in_ranges: u64 = ranges.iter().map(|&(o, l)| view.resident_bytes(o, l)).sum();
+    let cached_outside_ranges_bytes = cache::file_cache_resident_bytes(path)
+        .map_err(io_err)?
+        .saturating_sub(resident_in_ranges);
     // Half the ranges mapped by compute's way (a read of each page), half by the kernel's
     // (`MADV_POPULATE_READ`) and then read: the two ways of mapping side by side.
     let (even, odd): (Vec<_>, Vec<_>) = ranges.iter().enumerate().partition(|(i, _)| i % 2 == 0);
@@ -194,6 +246,18 @@ pub fn measure(
     }
     let (populate1, _) = thread_cpu_us();
     touch_each_page(&odd);
+    let (touched, _) = thread_cpu_us();
+    // Every page of the ranges is mapped now: count those in large folios (not timed).
+    let large_folio_bytes = ranges
+        .iter()
+        .map(|&(offset, len)| {
+            let (s, e) = outward(offset, len, page);
+            let e = e.min(map.len() as u64);
+            let addr = map.as_ptr() as usize + s as usize;
+            proc::pages_in_large_folios(addr, ((e - s) / page) as usize)
+        })
+        .sum::<Option<u64>>()
+        .map(|pages| pages * page);
     let (cpu2, sys2) = thread_cpu_us();
     for &(offset, len) in ranges {
         match evict {
@@ -222,12 +286,14 @@ pub fn measure(
         read_sys_ms_per_mib: per_mib(sys1 - sys0),
         map_cpu_ms_per_mib: per_mib_of(touch1 - touch0, half_bytes(&even)),
         populate_map_cpu_ms_per_mib: per_mib_of(populate1 - touch1, half_bytes(&odd)),
-        touch_after_populate_cpu_ms_per_mib: per_mib_of(cpu2 - populate1, half_bytes(&odd)),
+        touch_after_populate_cpu_ms_per_mib: per_mib_of(touched - populate1, half_bytes(&odd)),
         evict_cpu_ms_per_mib: per_mib(cpu3 - cpu2),
         evict_sys_ms_per_mib: per_mib(sys3 - sys2),
         read_wall_s,
         incomplete_ranges,
         file_huge_pages_bytes: huge_after.saturating_sub(huge_before),
+        large_folio_bytes,
+        cached_outside_ranges_bytes,
         cached_after_evict_bytes,
     })
 }

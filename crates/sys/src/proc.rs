@@ -25,6 +25,41 @@ impl Pid {
     }
 }
 
+/// Of the `pages` pages mapped from `addr` on in this process, how many sit in a folio
+/// larger than one page: each present page's frame from `/proc/self/pagemap` (bit 63
+/// present, bits 0-54 the frame), then the frame's compound-head or -tail bit (15, 16) from
+/// `/proc/kpageflags`. `None` where frames cannot be read: the files are absent, or frame
+/// numbers read as 0 (they need CAP_SYS_ADMIN). Pages not mapped are not counted.
+pub fn pages_in_large_folios(addr: usize, pages: usize) -> Option<u64> {
+    const PRESENT: u64 = 1 << 63;
+    const FRAME: u64 = (1 << 55) - 1;
+    const COMPOUND: u64 = (1 << 15) | (1 << 16);
+    let page = page_size();
+    let pagemap = File::open("/proc/self/pagemap").ok()?;
+    let flags = File::open("/proc/kpageflags").ok()?;
+    let mut entries = vec![0u8; pages.checked_mul(8)?];
+    pagemap
+        .read_exact_at(&mut entries, (addr / page) as u64 * 8)
+        .ok()?;
+    let mut large = 0u64;
+    let mut word = [0u8; 8];
+    for entry in entries.chunks_exact(8) {
+        let entry = u64::from_le_bytes(entry.try_into().ok()?);
+        if entry & PRESENT == 0 {
+            continue;
+        }
+        let frame = entry & FRAME;
+        if frame == 0 {
+            return None;
+        }
+        flags.read_exact_at(&mut word, frame * 8).ok()?;
+        if u64::from_le_bytes(word) & COMPOUND != 0 {
+            large += 1;
+        }
+    }
+    Some(large)
+}
+
 /// `value kB` of a `Key: value kB` line, in bytes.
 fn kib_value(v: &str) -> Option<u64> {
     v.trim()
