@@ -105,7 +105,7 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
             let cost = page_cost::measure(&a.model, &ranges, path, evict, Duration::from_secs(300))
                 .with_context(|| format!("measuring {}", a.model.display()))?;
             println!(
-                "{:<14} {:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), map {:.3} ms/MiB (populate {:.3} + touch {:.3}), drop {:.3} ms/MiB (sys {:.3}), PMD folios {} MiB, pages in large folios {}, cached outside the ranges {} MiB, cached after drop {} MiB",
+                "{:<18} {:<14} {:>6} MiB  read {:.3} ms/MiB (sys {:.3}), map {:.3} ms/MiB (populate {:.3} + touch {:.3}), drop {:.3} ms/MiB (sys {:.3}), PMD folios {} MiB, pages in large folios {}, cached outside the ranges {} MiB, cached after drop {} MiB",
                 format!("{path:?}"),
                 format!("{evict:?}"),
                 cost.bytes >> 20,
