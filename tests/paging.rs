@@ -650,11 +650,14 @@ fn probe_paging_measures_both_read_and_drop_paths_and_drops_what_it_read() {
         "1",
         "--runs",
         "1",
+        "--idle-s",
+        "1",
         "--out",
         out.to_str().unwrap(),
     ]));
     let report = json(&out);
     assert_eq!(report["whole_layers"], 1);
+    assert_eq!(report["idle_s"], 1);
     let whole: u64 = index.layers[0]
         .tensors
         .iter()

@@ -28,6 +28,12 @@ pub struct ProbePagingArgs {
     /// Repetitions of each way of reading, alternating.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Seconds to wait before each measurement, so that the memory the one before freed
+    /// stays free long enough for a VM's free page reporting to hand it back (the kernel
+    /// reports after about 2 s): 0 measures memory taken again at once, as a run that
+    /// pages continually does.
+    #[arg(long, default_value_t = 0)]
+    idle_s: u64,
     #[arg(long, default_value = "validate/page-cost-kernel.json")]
     out: PathBuf,
 }
@@ -39,6 +45,7 @@ struct Report {
     model: PathBuf,
     experts: usize,
     whole_layers: Option<usize>,
+    idle_s: u64,
     runs: Vec<PageCost>,
 }
 
@@ -102,6 +109,7 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
             (ReadPath::PopulateSequential, EvictPath::UnmapThenDrop),
             (ReadPath::BufferedRead, EvictPath::UnmapThenDrop),
         ] {
+            std::thread::sleep(Duration::from_secs(a.idle_s));
             let cost = page_cost::measure(&a.model, &ranges, path, evict, Duration::from_secs(300))
                 .with_context(|| format!("measuring {}", a.model.display()))?;
             println!(
@@ -131,6 +139,7 @@ pub fn run(a: ProbePagingArgs) -> Result<()> {
         model: a.model.clone(),
         experts: a.experts,
         whole_layers: a.whole_layers,
+        idle_s: a.idle_s,
         runs,
     };
     epm_sys::fs::write_atomic(&a.out, &serde_json::to_vec_pretty(&report)?)
