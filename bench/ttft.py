@@ -38,8 +38,14 @@ def generate(a, tmp, tag, flags, cap=None, exe=None):
         "read_bytes": s["io"]["read_bytes"],
         "peak_rss_bytes": s["memory"]["peak_rss_bytes"],
         "logits_sha256": digest,
+        # The kernel's share: wall time in the advisor's calls, and how the reads went.
+        "io": {k: s["io"].get(k, 0) for k in IO_KEYS},
+        "whole_layer_reads": s["experts"].get("whole_layer_reads", 0),
     }
     return row
+
+
+IO_KEYS = ("will_need_us", "evict_us", "whole_read_us", "folio_splits", "late_evictions")
 
 
 def main():

@@ -1001,3 +1001,60 @@ fn a_process_saves_its_heat_on_top_of_another_s_saved_meanwhile() {
     both.extend(hot(&other));
     assert_eq!(hot(&together), both);
 }
+
+/// `--prompt-reads whole-layers` on a model whose layers' expert tensors lie in runs long
+/// enough for a read-around (qwen3-30b-a3b's shapes, 4 layers: 348 MiB of experts a layer),
+/// at the plan's minimum budget, which holds about two layers' experts (with the token
+/// table's loan) of the three a prompt routes in full (llama.cpp keeps only the output rows
+/// in the last): the logits of an unpaged run at the same ubatch, within the budget, layers
+/// read whole and evicted again, and none of the pages the read-around brings in, nor any
+/// left by the folios its drops split, cached outside the pager's count at exit.
+#[test]
+fn whole_layer_prompt_reads_are_bit_identical_and_leave_no_stray_cache() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b", &["--layers", "4"]);
+    // About 800 tokens in two ubatches of 512: each misses most of a layer's experts.
+    let prompt = PROMPT.repeat(20);
+    let run = |tag: &str, flags: &[&str]| {
+        // Every run reads the experts from the disk: none adopted from the page cache.
+        epm_sys::cache::drop_file_cache(&model).unwrap();
+        let mut flags = flags.to_vec();
+        flags.extend(["-ub", "512"]);
+        common::generate(&model, dir.path(), tag, &prompt, "8", &flags)
+    };
+    let (ref_logits, ref_stats) = run("ref", &["--no-pager"]);
+    let budget = min_budget_mb(&model, &["-c", "1024", "-ub", "512"]).to_string();
+    let read_around = epm_sys::proc::read_ahead_kb(&model).is_some();
+    for (tag, extra) in [
+        ("whole", &[][..]),
+        ("whole-no-predict", &["--no-predict"][..]),
+    ] {
+        let mut flags = vec!["--ram-budget-mb", &budget, "--prompt-reads", "whole-layers"];
+        flags.extend_from_slice(extra);
+        let (logits, stats) = run(tag, &flags);
+        assert_eq!(stats.tokens.generated_ids, ref_stats.tokens.generated_ids);
+        assert!(logits == ref_logits, "{tag}: logits differ");
+        assert_within_budget(&stats);
+        assert!(
+            stats.experts.evictions > 0,
+            "{tag}: nothing evicted at {budget} MiB"
+        );
+        assert_eq!(stats.experts.stray_cache_bytes_at_exit, 0, "{tag}");
+        if read_around {
+            // The three layers a prompt routes in full, at least once each over the
+            // two ubatches: at their routing, or ahead of it on the guesses made while
+            // the layer before computes.
+            assert!(
+                stats.experts.whole_layer_reads >= 3,
+                "{tag}: {:?}",
+                stats.experts
+            );
+            assert!(stats.experts.whole_layer_unselected_bytes > 0);
+            assert!(stats.io.whole_read_us > 0);
+        } else {
+            eprintln!("note: no readahead window here (not a block device): layers read by expert");
+            assert_eq!(stats.experts.whole_layer_reads, 0);
+        }
+    }
+}

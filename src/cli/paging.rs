@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
-use epm_core::pager::{CachePolicy, EvictBy, PromptEviction};
+use epm_core::pager::{CachePolicy, EvictBy, PromptEviction, PromptReads};
 use epm_core::predict::PredictReads;
 use epm_engine::{PagingOptions, Prediction};
 use epm_sys::Prefetch;
@@ -87,6 +87,14 @@ pub struct PagingArgs {
     /// its layer).
     #[arg(long, value_enum, default_value_t = EvictByArg::NextUse)]
     evict_by: EvictByArg,
+    /// How a prompt's ubatches read the experts they miss: `experts` (each selected
+    /// expert's bytes, in 4 KiB pages) or `whole-layers` (a layer whose routing misses at
+    /// least three quarters of its experts is read whole, through the kernel's read-around,
+    /// into large page-cache folios that cost the kernel less work per MiB; only layers
+    /// whose read-around reaches no other layer's experts, and only when the whole layer
+    /// fits the expert budget).
+    #[arg(long, value_enum, default_value_t = PromptReadsArg::Experts)]
+    prompt_reads: PromptReadsArg,
     /// Write the routing trace (selected experts per token and layer) here; see README.
     #[arg(long)]
     pub trace_file: Option<PathBuf>,
@@ -137,6 +145,12 @@ pub enum PredictReadsArg {
 pub enum PromptEvictionArg {
     Cyclic,
     Policy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PromptReadsArg {
+    Experts,
+    WholeLayers,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -207,6 +221,10 @@ impl PagingArgs {
             evict_by: match self.evict_by {
                 EvictByArg::NextUse => EvictBy::NextUse,
                 EvictByArg::Coldest => EvictBy::Coldest,
+            },
+            prompt_reads: match self.prompt_reads {
+                PromptReadsArg::Experts => PromptReads::Experts,
+                PromptReadsArg::WholeLayers => PromptReads::WholeLayers,
             },
             trace_file: self.trace_file.clone(),
             keep_page_cache: !self.no_warm_start,

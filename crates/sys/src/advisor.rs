@@ -39,6 +39,11 @@ const REDROP_CAPACITY: usize = 4096;
 /// front so the hook never allocates.
 const BATCH_CAPACITY: usize = 1 << 14;
 
+/// Whole-layer reads listed at once (`reading`); a full list reads the next layer by
+/// expert instead. A prompt reads one layer per routing step, and the reader has usually
+/// finished the last before the next is asked.
+const WHOLE_READS_CAPACITY: usize = 64;
+
 /// Invariants:
 /// 1. every range in `redrop` is page-aligned, was evicted, and has not been advised in
 ///    since: `will_need` trims any part of it that a later read covers, so a re-drop can
@@ -52,7 +57,12 @@ const BATCH_CAPACITY: usize = 1 << 14;
 /// 5. with an assisting thread, `step` holds the calls collected since the last `flush` and
 ///    no two of them touch the same page: a read takes its pages out of the collected
 ///    evictions, and an eviction drops the collected reads of its bytes, so the calls may be
-///    made in any order, on either thread, with the outcome of the order they were asked in.
+///    made in any order, on either thread, with the outcome of the order they were asked in;
+/// 6. with a whole-layer reader, a range is under `MADV_NORMAL` only while it is listed in
+///    `reading` and not yet read (the reader puts it back under `MADV_RANDOM` when done),
+///    and every `evict` first takes its pages out of the reader's hands and puts the
+///    listed ranges it overlaps back under `MADV_RANDOM`: no eviction races a whole-layer
+///    read, and no fault outside one reads around itself.
 pub struct OsAdvisor {
     pub files: Arc<Vec<FileMapping>>,
     counters: Arc<IoCounters>,
@@ -69,6 +79,15 @@ pub struct OsAdvisor {
     assist: Option<Assist<OsCalls>>,
     /// The calls collected for `assist` since the last `flush` (invariant 5).
     step: Vec<Op>,
+    /// Reads a prompt's whole layers on a thread of its own when present
+    /// (`with_whole_layer_reader`).
+    whole_reader: Option<Worker>,
+    whole_queued: bool,
+    /// Whole-layer reads handed to `whole_reader` and perhaps not done (invariant 6).
+    reading: Vec<FileRange>,
+    /// The file's readahead window as the kernel applies it to llama.cpp's mapping
+    /// (`with_whole_layer_reader`).
+    read_around: u64,
     /// Page ranges (file, start, end) collected for the pool until `flush`.
     batch: Vec<(u32, u64, u64)>,
     /// Evicted ranges the page cache still held right after the drop: a wrong speculative
@@ -98,6 +117,10 @@ impl OsAdvisor {
             ahead_queued: false,
             evictor: None,
             evict_queued: false,
+            whole_reader: None,
+            whole_queued: false,
+            reading: Vec::new(),
+            read_around: 0,
             assist: None,
             step: Vec::new(),
             batch: Vec::with_capacity(BATCH_CAPACITY),
@@ -133,6 +156,56 @@ impl OsAdvisor {
         self
     }
 
+    /// Read a prompt's whole layers (`Advisor::read_whole`) through the kernel's read-around
+    /// on a thread of its own: the middle of the range goes under `MADV_NORMAL` at once, so
+    /// compute's own faults read around themselves there too, and the thread faults it all
+    /// in (`MADV_POPULATE_READ`) while the layer computes, then puts it back under
+    /// `MADV_RANDOM`. The pages come in large folios (`epm-run probe-paging` measures the
+    /// kernel's work against 4 KiB pages). The read-around reaches past the pages faulted:
+    /// half a window back, and forward the window being read plus the next one that it
+    /// starts (measured on W1: up to 27 MiB past a layer's end with a 16 MiB window). So
+    /// the range's ends, `whole_read_margins(read_around)`, are read as `will_need` reads
+    /// them, exactly. `read_around` is the readahead window the kernel applies to the
+    /// mapping. Without a reader, or for a range too short to have a middle, `read_whole`
+    /// reads as `will_need`.
+    pub fn with_whole_layer_reader(mut self, read_around: u64) -> OsAdvisor {
+        self.read_around = read_around;
+        self.whole_reader = Some(Worker::new(
+            Work::ReadWhole,
+            self.files.clone(),
+            self.counters.clone(),
+            u64::MAX,
+        ));
+        self.reading = Vec::with_capacity(WHOLE_READS_CAPACITY);
+        self
+    }
+
+    /// Take `[start, end)` out of the whole-layer reader's hands and put the listed reads
+    /// it overlaps back under `MADV_RANDOM` (invariant 6); forget the reads it has done.
+    fn end_whole_reads(&mut self, file: u32, start: u64, end: u64) {
+        let Some(reader) = &self.whole_reader else {
+            return;
+        };
+        if self.reading.is_empty() {
+            return;
+        }
+        if reader.idle() {
+            self.reading.clear();
+            return;
+        }
+        let mut i = 0;
+        while i < self.reading.len() {
+            let r = self.reading[i];
+            if overlaps(&r, file, start, end) {
+                reader.cancel(r.file, r.offset, r.offset + r.len);
+                self.files[r.file as usize].set_random(r.offset, r.len);
+                self.reading.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Share each routing step's reads and evictions (those not handed to the readahead or
     /// eviction thread) with a thread that works only while the hook waits for them, on a
     /// core that is idle between graph splits. Two threads contend in the kernel, so the
@@ -155,17 +228,7 @@ impl OsAdvisor {
         match call {
             Call::Read(r) => {
                 let (s, e) = outward(r.offset, r.len, self.files[r.file as usize].page());
-                remove_span_by(
-                    &mut self.step,
-                    r.file,
-                    s,
-                    e,
-                    |op| match op.call {
-                        Call::Evict(q) => Some(q),
-                        Call::Read(_) => None,
-                    },
-                    |_, q| Op::new(Call::Evict(q)),
-                );
+                self.forget_collected_evictions(r.file, s, e);
             }
             Call::Evict(r) => self.step.retain(|op| match op.call {
                 Call::Read(q) => !overlaps(&q, r.file, r.offset, r.offset + r.len),
@@ -174,6 +237,21 @@ impl OsAdvisor {
         }
         self.step.push(Op::new(call));
         true
+    }
+
+    /// Take `[start, end)` out of the evictions collected for the assisted step.
+    fn forget_collected_evictions(&mut self, file: u32, start: u64, end: u64) {
+        remove_span_by(
+            &mut self.step,
+            file,
+            start,
+            end,
+            |op| match op.call {
+                Call::Evict(q) => Some(q),
+                Call::Read(_) => None,
+            },
+            |_, q| Op::new(Call::Evict(q)),
+        );
     }
 
     /// Make the step's collected calls on both threads, then list the evictions that found
@@ -333,6 +411,22 @@ pub(crate) fn evict_again(m: &FileMapping, r: FileRange, counters: &IoCounters) 
     !m.any_cached(r.offset, r.len)
 }
 
+/// The kernel aligns a readahead's large folios to their size, up to 2 MiB: a read-around
+/// may reach that much further than its windows.
+const FOLIO_ALIGNMENT_REACH: u64 = 2 << 20;
+
+/// The bytes at the head and the tail of a whole-layer read that are read exactly
+/// (`MADV_WILLNEED`) rather than around (`OsAdvisor::with_whole_layer_reader`), for the
+/// kernel's readahead window `read_around`: a fault reads from half a window back, and a
+/// read that reaches a window's marker reads the next window ahead. Each margin takes a
+/// whole window more, and a folio's alignment.
+pub fn whole_read_margins(read_around: u64) -> (u64, u64) {
+    (
+        read_around + FOLIO_ALIGNMENT_REACH,
+        2 * read_around + FOLIO_ALIGNMENT_REACH,
+    )
+}
+
 pub(crate) fn overlaps(r: &FileRange, file: u32, start: u64, end: u64) -> bool {
     r.file == file && r.offset < end && start < r.offset + r.len
 }
@@ -418,8 +512,49 @@ impl Advisor for OsAdvisor {
         self.will_need(r);
     }
 
+    fn read_whole(&mut self, r: FileRange) {
+        let page = self.files[r.file as usize].page();
+        let (s, e) = outward(r.offset, r.len, page);
+        self.end_whole_reads(r.file, s, e);
+        let (head, tail) = whole_read_margins(self.read_around);
+        let middle = (s + head).next_multiple_of(page)..(e.saturating_sub(tail) / page * page);
+        let Some(reader) = self.whole_reader.as_ref().filter(|_| {
+            self.reading.len() < self.reading.capacity() && middle.end >= middle.start + page
+        }) else {
+            return self.will_need(r);
+        };
+        let whole = FileRange {
+            file: r.file,
+            offset: middle.start,
+            len: middle.end - middle.start,
+        };
+        let m = &self.files[r.file as usize];
+        if !m.set_normal(whole.offset, whole.len) || !reader.push(whole) {
+            m.set_random(whole.offset, whole.len);
+            return self.will_need(r);
+        }
+        self.reading.push(whole);
+        self.whole_queued = true;
+        // The ends as a read by expert reads them (and with it invariants 1, 3, 4, 5 for
+        // them); the middle likewise, without its read.
+        for end in [s..middle.start, middle.end..e] {
+            self.will_need(FileRange {
+                file: r.file,
+                offset: end.start,
+                len: end.end - end.start,
+            });
+        }
+        self.forget_redrops(whole);
+        self.cancel_ahead(r.file, middle.start, middle.end);
+        self.cancel_evictions(r.file, middle.start, middle.end);
+        if self.assist.is_some() {
+            self.forget_collected_evictions(r.file, middle.start, middle.end);
+        }
+    }
+
     fn evict(&mut self, r: FileRange) -> u64 {
         let t = Instant::now();
+        self.end_whole_reads(r.file, r.offset, r.offset + r.len);
         // Only a queued read of these very bytes is cancelled: a neighbour's range may share
         // a page with this one, and its read must go on.
         self.cancel_ahead(r.file, r.offset, r.offset + r.len);
@@ -458,6 +593,10 @@ impl Advisor for OsAdvisor {
             w.wake();
             self.evict_queued = false;
         }
+        if let Some(w) = self.whole_reader.as_ref().filter(|_| self.whole_queued) {
+            w.wake();
+            self.whole_queued = false;
+        }
         if let Some(pool) = &self.pool {
             let t = Instant::now();
             pool.populate_all(&self.batch);
@@ -473,6 +612,12 @@ impl Advisor for OsAdvisor {
         let deadline = Instant::now() + std::time::Duration::from_secs(1);
         if let Some(a) = &self.ahead {
             a.clear();
+        }
+        if let Some(w) = &self.whole_reader {
+            w.clear();
+            for r in self.reading.drain(..) {
+                self.files[r.file as usize].set_random(r.offset, r.len);
+            }
         }
         if let Some(w) = &self.evictor {
             w.drain(deadline);

@@ -177,6 +177,13 @@ impl FileMapping {
         self.advise(s, e, MmapAdvise::MADV_SEQUENTIAL)
     }
 
+    /// `MADV_NORMAL` on the pages covering a file range: a fault reads around itself, in
+    /// the device's readahead window, into large folios where the kernel can make them.
+    pub(crate) fn set_normal(&self, offset: u64, len: u64) -> bool {
+        let (s, e) = outward(offset, len, self.page);
+        self.advise(s, e, MmapAdvise::MADV_NORMAL)
+    }
+
     /// `MADV_RANDOM` on the pages covering a file range, so a fault reads only its own page.
     pub fn set_random(&self, offset: u64, len: u64) -> bool {
         let (s, e) = outward(offset, len, self.page);

@@ -28,6 +28,9 @@ pub(crate) enum Work {
     ReadAhead,
     /// `MADV_DONTNEED` + `POSIX_FADV_DONTNEED`, repeated while pages are still being read.
     Evict,
+    /// `MADV_POPULATE_READ` over a range its caller put under `MADV_NORMAL` (a prompt's
+    /// whole layer, read around each fault into large folios), then `MADV_RANDOM` again.
+    ReadWhole,
 }
 
 /// Invariants:
@@ -108,6 +111,7 @@ impl Worker {
         let name = match kind {
             Work::ReadAhead => "epm-ahead",
             Work::Evict => "epm-evict",
+            Work::ReadWhole => "epm-whole",
         };
         let thread = std::thread::Builder::new()
             .name(name.into())
@@ -149,7 +153,7 @@ impl Worker {
         let before = sum(&st.queue[next..]) + sum(&st.retry);
         let mut touched = 0u64;
         match self.shared.kind {
-            Work::ReadAhead => {
+            Work::ReadAhead | Work::ReadWhole => {
                 let mut i = 0;
                 let len = st.queue.len();
                 st.queue.retain(|r| {
@@ -217,6 +221,11 @@ impl Worker {
         true
     }
 
+    /// Whether nothing is queued, worked on or waiting for a retry.
+    pub(crate) fn idle(&self) -> bool {
+        self.shared.lock().bytes == 0
+    }
+
     /// Bytes queued, worked on or waiting for a retry.
     #[cfg(test)]
     pub(crate) fn pending_bytes(&self) -> u64 {
@@ -268,6 +277,14 @@ fn run(sh: &Shared) {
                 m.will_need(r.offset, r.len);
                 add_elapsed(&sh.counters.ahead_will_need_ns, t);
                 sh.counters.ahead_reads.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Work::ReadWhole => {
+                for (addr, len) in m.mapped(r.offset, r.offset + r.len) {
+                    m.populate(addr, len);
+                }
+                m.set_random(r.offset, r.len);
+                add_elapsed(&sh.counters.whole_read_ns, t);
                 true
             }
             Work::Evict => {

@@ -45,6 +45,12 @@ pub trait Advisor {
     fn will_need_ahead(&mut self, range: FileRange) {
         self.will_need(range);
     }
+    /// Read all of this range in: a prompt's whole layer of expert tensors
+    /// ([`PromptReads::WholeLayers`]), which an advisor may read in large folios. By
+    /// default the same as `will_need`.
+    fn read_whole(&mut self, range: FileRange) {
+        self.will_need(range);
+    }
     /// Drop this range from memory and page cache. Returns the bytes actually dropped.
     fn evict(&mut self, range: FileRange) -> u64;
     /// The calls of one step (a routing, a prediction, a shrink) are complete; an advisor
@@ -113,6 +119,33 @@ impl LayerSpec {
             .collect()
     }
 
+    /// The layer's expert tensors whole, one range per run of tensors that lie back to back
+    /// in one file, in the slices' order, each handed to `f`.
+    pub fn whole_runs(&self, n_expert: u32, mut f: impl FnMut(FileRange)) {
+        let mut run: Option<FileRange> = None;
+        for sl in &self.slices {
+            let r = FileRange {
+                file: sl.file,
+                offset: sl.offset,
+                len: sl.bytes_per_expert * u64::from(n_expert),
+            };
+            run = match run {
+                Some(mut p) if p.file == r.file && p.offset + p.len == r.offset => {
+                    p.len += r.len;
+                    Some(p)
+                }
+                Some(p) => {
+                    f(p);
+                    Some(r)
+                }
+                None => Some(r),
+            };
+        }
+        if let Some(p) = run {
+            f(p);
+        }
+    }
+
     /// What keeping expert `e` of this layer resident costs: the pages its slices touch.
     pub fn expert_cost(&self, e: u64, page: u64) -> u64 {
         self.slices
@@ -140,7 +173,30 @@ pub struct PagerConfig {
     pub prompt_eviction: PromptEviction,
     /// How the policy's order picks what to evict (outside a prompt's cyclic order).
     pub evict_by: EvictBy,
+    /// How a prompt's ubatches read the experts they miss.
+    pub prompt_reads: PromptReads,
 }
+
+/// How a prompt's ubatches read the experts they miss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PromptReads {
+    /// Each selected expert's slices, as in decode.
+    #[default]
+    Experts,
+    /// A layer whose routing misses at least half of its experts is read whole,
+    /// one range per run of adjacent expert tensors, when the whole layer fits the budget
+    /// and the engine allowed it for that layer ([`Pager::allow_whole_layer_reads`]); the
+    /// experts not selected count resident, coldest. A prompt's evictions then drop runs of
+    /// adjacent experts with one call per tensor. The OS advisor reads such a range through
+    /// the kernel's read-around, into large page-cache folios that cost the kernel a
+    /// fraction of 4 KiB pages' work (`epm-run probe-paging --whole-layers`).
+    WholeLayers,
+}
+
+/// Routing misses at least this share of a layer's experts (numerator, denominator) before
+/// [`PromptReads::WholeLayers`] reads the layer whole: below it, the unselected rest would
+/// cost more reads than large folios save.
+const WHOLE_LAYER_MISS_SHARE: (u64, u64) = (1, 2);
 
 /// How the pager picks what to evict from the cache policy's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -185,6 +241,23 @@ fn clock_ticks(phase: Phase, n_tokens: u64) -> u64 {
         Phase::Prompt => n_tokens,
         Phase::Decode => n_tokens.min(1),
     }
+}
+
+/// The layers a prompt may read whole ([`PromptReads::WholeLayers`]): those whose every
+/// run of expert tensors ([`LayerSpec::whole_runs`]) is at least `min_run` bytes long. The
+/// OS advisor reads a run's ends exactly and only its middle through the kernel's
+/// read-around (which reaches past what it faults), so a run must be long enough to have
+/// a middle worth reading that way.
+pub fn layers_readable_whole(layers: &[LayerSpec], n_expert: u32, min_run: u64) -> Vec<u32> {
+    layers
+        .iter()
+        .filter(|l| {
+            let mut long = true;
+            l.whole_runs(n_expert, |r| long &= r.len >= min_run);
+            long
+        })
+        .map(|l| l.layer)
+        .collect()
 }
 
 /// Bytes of the pages `[offset, offset+len)` touches: what holding it resident costs.
@@ -274,6 +347,12 @@ pub struct Pager<A: Advisor> {
     predicted: Vec<bool>,
     /// 9. `evicted[s]`: slot `s` has been evicted at least once.
     evicted: Vec<bool>,
+    /// 12. `whole_reads[pos]` is false for every layer position unless
+    ///     `config.prompt_reads` is [`PromptReads::WholeLayers`].
+    whole_reads: Vec<bool>,
+    /// The layer position being read whole during a `make_room`: its slots are protected,
+    /// so the room made is not taken from the very layer about to be read.
+    reading_whole: Option<usize>,
     /// 11. `warm[s]` implies `resident[s]` and not `speculative[s]`: read in by a warm start
     ///     ([`Pager::warm`]) or adopted from the page cache ([`Pager::adopt`]), and not
     ///     selected since.
@@ -304,7 +383,8 @@ impl<A: Advisor> Pager<A> {
         for (i, l) in layers.iter().enumerate() {
             layer_pos[l.layer as usize] = i as u32;
         }
-        let n_slots = layers.len() * n_expert as usize;
+        let n_layers = layers.len();
+        let n_slots = n_layers * n_expert as usize;
         let page = config.page_size.max(1);
         let mut cost = vec![0u64; n_slots];
         for (li, l) in layers.iter().enumerate() {
@@ -324,6 +404,8 @@ impl<A: Advisor> Pager<A> {
             predicted: vec![false; n_slots],
             evicted: vec![false; n_slots],
             warm: vec![false; n_slots],
+            whole_reads: vec![false; n_layers],
+            reading_whole: None,
             last_used: vec![0; n_slots],
             pin_epoch: vec![0; n_slots],
             order: Order::new(config.policy, n_slots),
@@ -339,6 +421,18 @@ impl<A: Advisor> Pager<A> {
 
     pub fn advisor(&self) -> &A {
         &self.advisor
+    }
+
+    /// Let a prompt read `layer` whole ([`PromptReads::WholeLayers`]): the engine allows it
+    /// where reading past the layer's expert tensors (the kernel's read-around) reaches
+    /// no other layer's experts. Ignored under [`PromptReads::Experts`] (invariant 12).
+    pub fn allow_whole_layer_reads(&mut self, layer: u32) {
+        if self.config.prompt_reads != PromptReads::WholeLayers {
+            return;
+        }
+        if let Some(&pos) = self.layer_pos.get(layer as usize).filter(|&&p| p != NIL) {
+            self.whole_reads[pos as usize] = true;
+        }
     }
 
     pub fn resident_bytes(&self) -> u64 {
@@ -382,23 +476,33 @@ impl<A: Advisor> Pager<A> {
         r
     }
 
-    fn evict_slot(&mut self, s: usize) {
+    /// Evict the resident slots `first..=last` of one layer: one drop per expert tensor,
+    /// from the first expert's range to the last's (each widened as `eviction_range` says).
+    fn evict_run(&mut self, first: usize, last: usize) {
         let n = self.n_expert as usize;
-        let layer_base = s / n * n;
+        let (pos, layer_base) = (first / n, first / n * n);
+        debug_assert!(first <= last && last / n == pos);
         let mut dropped = 0;
-        for i in 0..self.layers[s / n].slices.len() {
-            let sl = self.layers[s / n].slices[i];
-            let r = self.eviction_range(layer_base, &sl, (s % n) as u64);
-            dropped += self.advisor.evict(r);
+        for i in 0..self.layers[pos].slices.len() {
+            let sl = self.layers[pos].slices[i];
+            let from = self.eviction_range(layer_base, &sl, (first % n) as u64);
+            let to = self.eviction_range(layer_base, &sl, (last % n) as u64);
+            dropped += self.advisor.evict(FileRange {
+                file: sl.file,
+                offset: from.offset,
+                len: to.offset + to.len - from.offset,
+            });
         }
-        self.order.remove(s);
-        self.resident[s] = false;
-        self.warm[s] = false;
-        self.evicted[s] = true;
-        self.counters.residency.set_resident(s, false);
-        self.resident_bytes -= self.cost[s];
-        self.counters.layers[s / n].evictions.inc();
-        self.counters.evictions.inc();
+        for s in first..=last {
+            self.order.remove(s);
+            self.resident[s] = false;
+            self.warm[s] = false;
+            self.evicted[s] = true;
+            self.counters.residency.set_resident(s, false);
+            self.resident_bytes -= self.cost[s];
+            self.counters.layers[pos].evictions.inc();
+            self.counters.evictions.inc();
+        }
         self.counters.evicted_bytes.add(dropped);
         self.counters.resident_bytes.set(self.resident_bytes);
     }
@@ -450,6 +554,10 @@ impl<A: Advisor> Pager<A> {
         let cyclic =
             self.phase == Phase::Prompt && self.config.prompt_eviction == PromptEviction::Cyclic;
         let next_use = !cyclic && self.config.evict_by == EvictBy::NextUse;
+        // Runs of adjacent experts go in one drop per tensor: whole layers read in large
+        // folios then leave none that a drop covers in part.
+        let runs = cyclic && self.config.prompt_reads == PromptReads::WholeLayers;
+        let reading_whole = self.reading_whole;
         let n = self.n_expert as usize;
         let steps_to_routing = self.steps_to_routing();
         let mut cursor = 0;
@@ -462,6 +570,7 @@ impl<A: Advisor> Pager<A> {
             let protected = |s: usize| {
                 pin_epoch[s] == epoch
                     || guess[s]
+                    || reading_whole == Some(s / n)
                     || (window > 0 && clock.saturating_sub(last_used[s]) < window)
             };
             let victim = if cyclic {
@@ -474,7 +583,23 @@ impl<A: Advisor> Pager<A> {
                 self.order.coldest(protected)
             };
             match victim {
-                Some(s) => self.evict_slot(s),
+                Some(s) => {
+                    // The cyclic walk would take the layer's next resident unprotected
+                    // experts next, while room is still short: the same victims, fewer calls.
+                    let mut last = s;
+                    if runs {
+                        let mut freed = self.cost[s];
+                        while (last + 1) % n != 0
+                            && self.resident[last + 1]
+                            && !protected(last + 1)
+                            && self.resident_bytes - freed + need > target
+                        {
+                            last += 1;
+                            freed += self.cost[last];
+                        }
+                    }
+                    self.evict_run(s, last);
+                }
                 None => {
                     reached = false;
                     break;
@@ -562,14 +687,22 @@ impl<A: Advisor> Pager<A> {
             }
         }
         self.settle_predictions(pos as usize);
-        let fits = self.make_room(need, self.config.expert_budget_bytes);
+        let n = self.n_expert as usize;
+        let (share, of) = WHOLE_LAYER_MISS_SHARE;
+        let whole = phase == Phase::Prompt
+            && self.whole_reads[pos as usize]
+            && misses * of >= u64::from(self.n_expert) * share
+            && self.room_for_whole_layer(pos as usize, base, need);
+        let fits = whole || self.make_room(need, self.config.expert_budget_bytes);
         if !fits {
             self.counters.overruns.inc();
+        }
+        if whole {
+            self.read_whole_layer(pos as usize, base);
         }
         // Advise the missing experts in the order mul_mat_id reads them: tensor by tensor
         // (gate, up, down), experts in ascending id within each.
         self.pinned.sort_unstable();
-        let n = self.n_expert as usize;
         for k in 0..self.layers[pos as usize].slices.len() {
             let sl = self.layers[pos as usize].slices[k];
             for i in 0..self.pinned.len() {
@@ -622,6 +755,44 @@ impl<A: Advisor> Pager<A> {
                 "invariant 6: over budget without an overrun"
             );
         }
+    }
+
+    /// Make room for every expert of layer position `pos` that is not resident (`need` of
+    /// them selected), without evicting the layer's own; whether it fits.
+    fn room_for_whole_layer(&mut self, pos: usize, base: usize, need: u64) -> bool {
+        let n = self.n_expert as usize;
+        let unselected: u64 = (base..base + n)
+            .filter(|&s| !self.resident[s] && self.pin_epoch[s] != self.epoch)
+            .map(|s| self.cost[s])
+            .sum();
+        self.reading_whole = Some(pos);
+        let fits = self.make_room(need + unselected, self.config.expert_budget_bytes);
+        self.reading_whole = None;
+        fits
+    }
+
+    /// Read layer position `pos` whole (room was made): one range per run of adjacent
+    /// expert tensors, then every expert counted resident, those not selected coldest.
+    fn read_whole_layer(&mut self, pos: usize, base: usize) {
+        let n = self.n_expert as usize;
+        self.layers[pos].whole_runs(self.n_expert, |r| self.advisor.read_whole(r));
+        let mut unselected = 0;
+        for s in base..base + n {
+            if self.resident[s] {
+                continue;
+            }
+            self.resident[s] = true;
+            self.resident_bytes += self.cost[s];
+            if self.pin_epoch[s] == self.epoch {
+                self.order.insert_selected(s, self.clock);
+            } else {
+                unselected += self.cost[s];
+                self.order.insert_cold(s);
+            }
+            self.counters.residency.set_resident(s, true);
+        }
+        self.counters.whole_layer_reads.inc();
+        self.counters.whole_layer_unselected_bytes.add(unselected);
     }
 
     /// Score this layer's predictions against the routing just pinned, and demote wrong
@@ -681,32 +852,50 @@ impl<A: Advisor> Pager<A> {
         let base = pos as usize * n;
         let mut issued = false;
         let evictions = self.counters.evictions.get();
-        for id in predicted {
-            if id < 0 || id as usize >= n {
-                continue;
+        if self.phase == Phase::Prompt && self.whole_reads[pos as usize] {
+            // A prompt's guesses name most of a layer: read it whole if they miss enough.
+            let mut missed = 0u64;
+            for id in predicted {
+                if id < 0 || id as usize >= n {
+                    continue;
+                }
+                let s = base + id as usize;
+                if !std::mem::replace(&mut self.predicted[s], true) && !self.resident[s] {
+                    missed += 1;
+                }
             }
-            let s = base + id as usize;
-            if self.predicted[s] {
-                continue;
+            let (share, of) = WHOLE_LAYER_MISS_SHARE;
+            if missed * of >= n as u64 * share && self.room_for_whole_layer(pos as usize, base, 0) {
+                self.layers[pos as usize].whole_runs(self.n_expert, |r| self.advisor.read_whole(r));
+                let mut unpredicted = 0;
+                for s in base..base + n {
+                    if !self.resident[s] {
+                        if !self.predicted[s] {
+                            unpredicted += self.cost[s];
+                        }
+                        self.hold_guess(s);
+                    }
+                }
+                self.counters.whole_layer_reads.inc();
+                self.counters.whole_layer_unselected_bytes.add(unpredicted);
+                issued = true;
+            } else {
+                for s in base..base + n {
+                    if self.predicted[s] && !self.resident[s] {
+                        issued |= self.guess(s);
+                    }
+                }
             }
-            self.predicted[s] = true;
-            if self.resident[s] || !self.make_room(self.cost[s], self.config.expert_budget_bytes) {
-                continue;
+        } else {
+            for id in predicted {
+                if id < 0 || id as usize >= n {
+                    continue;
+                }
+                let s = base + id as usize;
+                if !std::mem::replace(&mut self.predicted[s], true) && !self.resident[s] {
+                    issued |= self.guess(s);
+                }
             }
-            for k in 0..self.layers[pos as usize].slices.len() {
-                let sl = self.layers[pos as usize].slices[k];
-                self.advisor.will_need_ahead(sl.range(id as u64));
-            }
-            issued = true;
-            self.resident[s] = true;
-            self.speculative[s] = true;
-            self.counters.residency.set_resident(s, true);
-            self.counters.residency.set_speculative(s, true);
-            self.resident_bytes += self.cost[s];
-            self.order.insert_guess(s);
-            let c = self.phase_counters();
-            c.prefetch_issued.inc();
-            c.prefetch_issued_bytes.add(self.cost[s]);
         }
         // A guess that found no room may still have evicted on the way.
         if issued || self.counters.evictions.get() != evictions {
@@ -716,6 +905,37 @@ impl<A: Advisor> Pager<A> {
         self.counters.resident_peak_bytes.max(self.resident_bytes);
         #[cfg(test)]
         self.check_invariants();
+    }
+
+    /// Read slot `s` (not resident) in on a guess, if room can be made for it without
+    /// touching protected experts; whether it was.
+    fn guess(&mut self, s: usize) -> bool {
+        if !self.make_room(self.cost[s], self.config.expert_budget_bytes) {
+            return false;
+        }
+        let (pos, e) = (
+            s / self.n_expert as usize,
+            (s % self.n_expert as usize) as u64,
+        );
+        for k in 0..self.layers[pos].slices.len() {
+            let sl = self.layers[pos].slices[k];
+            self.advisor.will_need_ahead(sl.range(e));
+        }
+        self.hold_guess(s);
+        true
+    }
+
+    /// Count slot `s` (not resident, its read advised) resident on a guess.
+    fn hold_guess(&mut self, s: usize) {
+        self.resident[s] = true;
+        self.speculative[s] = true;
+        self.counters.residency.set_resident(s, true);
+        self.counters.residency.set_speculative(s, true);
+        self.resident_bytes += self.cost[s];
+        self.order.insert_guess(s);
+        let c = self.phase_counters();
+        c.prefetch_issued.inc();
+        c.prefetch_issued_bytes.add(self.cost[s]);
     }
 
     /// A warm start: read expert `expert` of `layer` in on a guess from past runs, if the
@@ -881,6 +1101,12 @@ impl<A: Advisor> Pager<A> {
             let pinned = self.pin_epoch[s] == self.epoch && self.epoch > 0;
             assert_eq!(R::bit(&view.pinned, s), pinned, "invariant 10: pinned {s}");
         }
+        // 12.
+        assert!(
+            self.config.prompt_reads == PromptReads::WholeLayers
+                || self.whole_reads.iter().all(|&w| !w),
+            "invariant 12"
+        );
         // 7.
         for (i, (&spec, &resident)) in self.speculative.iter().zip(&self.resident).enumerate() {
             assert!(

@@ -5,6 +5,8 @@ use super::*;
 #[derive(Default)]
 struct Recorder {
     will_need: Vec<FileRange>,
+    /// `read_whole` calls (not also listed in `will_need`).
+    whole: Vec<FileRange>,
     evicted: Vec<FileRange>,
     /// Calls since the last flush.
     unflushed: usize,
@@ -13,6 +15,10 @@ struct Recorder {
 impl Advisor for Recorder {
     fn will_need(&mut self, r: FileRange) {
         self.will_need.push(r);
+        self.unflushed += 1;
+    }
+    fn read_whole(&mut self, r: FileRange) {
+        self.whole.push(r);
         self.unflushed += 1;
     }
     fn evict(&mut self, r: FileRange) -> u64 {
@@ -59,6 +65,7 @@ fn pager_with(
             policy,
             prompt_eviction: PromptEviction::default(),
             evict_by: EvictBy::default(),
+            prompt_reads: PromptReads::default(),
         },
         N_EXPERT,
         layers,
@@ -85,6 +92,7 @@ fn one_layer(offset: u64, bytes_per_expert: u64) -> Pager<Recorder> {
             policy: CachePolicy::Lru,
             prompt_eviction: PromptEviction::default(),
             evict_by: EvictBy::default(),
+            prompt_reads: PromptReads::default(),
         },
         4,
         layers,
@@ -318,6 +326,7 @@ fn misses_are_advised_tensor_by_tensor_in_expert_order_then_flushed() {
             policy: CachePolicy::Lru,
             prompt_eviction: PromptEviction::default(),
             evict_by: EvictBy::default(),
+            prompt_reads: PromptReads::default(),
         },
         8,
         layers,
@@ -783,4 +792,209 @@ fn cached_experts_are_taken_across_layers_within_the_budget() {
     assert_eq!(some, [(4, 3), (0, 2), (0, 0), (2, 0)]);
     let all_first = cached_experts(&layers, N_EXPERT, PAGE, u64::MAX, &hot, cached);
     assert_eq!(all_first.len(), all.len(), "each expert is taken once");
+}
+
+/// Experts per layer, and the gap between one layer's expert tensors and the next's, of
+/// [`three_tensor_pager`].
+const WHOLE_N: u32 = 8;
+const LAYER_GAP: u64 = 4 * PAGE;
+
+/// Where layer `l`'s gate tensor starts in [`three_tensor_pager`]'s file: each layer's
+/// gate, up and down tensors lie back to back, `LAYER_GAP` before the next layer's.
+fn layer_offset(l: u32) -> u64 {
+    u64::from(l) * (3 * u64::from(WHOLE_N) * EXPERT + LAYER_GAP)
+}
+
+/// Four layers of three adjacent expert tensors each (as qwen3moe's GGUFs lay them out),
+/// a budget of `budget_layers` whole layers, whole-layer reads allowed on every layer.
+fn three_tensor_pager(budget_layers: u64, prompt_reads: PromptReads) -> Pager<Recorder> {
+    let tensor = u64::from(WHOLE_N) * EXPERT;
+    let layers = (0..4)
+        .map(|l| LayerSpec {
+            layer: l,
+            slices: (0..3)
+                .map(|k| ExpertSlice {
+                    file: 0,
+                    offset: layer_offset(l) + k * tensor,
+                    bytes_per_expert: EXPERT,
+                })
+                .collect(),
+        })
+        .collect();
+    let mut p = Pager::new(
+        Recorder::default(),
+        PagerConfig {
+            expert_budget_bytes: budget_layers * 3 * tensor,
+            hot_window_tokens: 0,
+            page_size: PAGE,
+            policy: CachePolicy::Lru,
+            prompt_eviction: PromptEviction::default(),
+            evict_by: EvictBy::default(),
+            prompt_reads,
+        },
+        WHOLE_N,
+        layers,
+        Arc::new(PagerCounters::new(0..4, WHOLE_N)),
+    );
+    for l in 0..4 {
+        p.allow_whole_layer_reads(l);
+    }
+    p
+}
+
+#[test]
+fn a_prompt_reads_a_mostly_missed_layer_whole_in_one_range() {
+    let mut p = three_tensor_pager(2, PromptReads::WholeLayers);
+    let layer_bytes = 3 * u64::from(WHOLE_N) * EXPERT;
+    // Six of eight experts missed: at least half.
+    p.route(0, Phase::Prompt, 6, [0, 1, 2, 3, 4, 5].into_iter());
+    assert_eq!(
+        p.advisor().whole,
+        vec![FileRange {
+            file: 0,
+            offset: 0,
+            len: layer_bytes
+        }],
+        "one range over the three adjacent tensors"
+    );
+    assert!(p.advisor().will_need.is_empty());
+    assert!((0..WHOLE_N).all(|e| p.is_resident(0, e)));
+    assert_eq!(p.resident_bytes(), layer_bytes);
+    assert_eq!(p.counters.whole_layer_reads.get(), 1);
+    assert_eq!(
+        p.counters.whole_layer_unselected_bytes.get(),
+        2 * 3 * EXPERT
+    );
+    // Three of eight missed: below half, so the selected experts alone are read.
+    p.route(2, Phase::Prompt, 3, [0, 1, 2].into_iter());
+    assert_eq!(p.advisor().whole.len(), 1);
+    assert_eq!(p.advisor().will_need.len(), 3 * 3);
+    // Decode never reads whole layers.
+    p.route(3, Phase::Decode, 8, 0..8);
+    assert_eq!(p.advisor().whole.len(), 1);
+}
+
+#[test]
+fn whole_layer_reads_need_the_option_the_engine_s_leave_and_the_room() {
+    // The option off: allowing a layer changes nothing (invariant 12).
+    let mut p = three_tensor_pager(2, PromptReads::Experts);
+    p.route(0, Phase::Prompt, 8, 0..8);
+    assert!(p.advisor().whole.is_empty());
+    assert_eq!(p.advisor().will_need.len(), 8 * 3);
+    assert!(p.counters.evicted_bytes.get() == 0);
+    // A layer the engine did not allow.
+    let mut p = three_tensor_pager(2, PromptReads::WholeLayers);
+    p.whole_reads[0] = false;
+    p.route(0, Phase::Prompt, 8, 0..8);
+    assert!(p.advisor().whole.is_empty());
+    // A budget below one layer: the selected experts are read, as before.
+    let mut p = three_tensor_pager(2, PromptReads::WholeLayers);
+    p.config.expert_budget_bytes = 7 * 3 * EXPERT;
+    p.route(0, Phase::Prompt, 6, 0..6);
+    assert!(p.advisor().whole.is_empty());
+    assert_eq!(p.advisor().will_need.len(), 6 * 3);
+    assert_eq!(p.resident_bytes(), 6 * 3 * EXPERT);
+}
+
+#[test]
+fn a_prompt_evicts_a_layer_read_whole_with_one_drop_per_tensor_and_keeps_the_one_it_reads() {
+    let tensor = u64::from(WHOLE_N) * EXPERT;
+    for prompt_reads in [PromptReads::Experts, PromptReads::WholeLayers] {
+        let mut p = three_tensor_pager(2, prompt_reads);
+        p.route(0, Phase::Prompt, 8, 0..8);
+        p.route(1, Phase::Prompt, 8, 0..8);
+        p.route(2, Phase::Prompt, 8, 0..8);
+        // The cycle evicted layer 1 (the latest before layer 2): the same experts either way.
+        assert!((0..WHOLE_N).all(|e| p.is_resident(0, e) && !p.is_resident(1, e)));
+        assert_eq!(p.counters.evictions.get(), u64::from(WHOLE_N));
+        let evicted = &p.advisor().evicted;
+        match prompt_reads {
+            PromptReads::Experts => assert_eq!(evicted.len(), 3 * WHOLE_N as usize),
+            PromptReads::WholeLayers => {
+                // One drop per tensor, each the tensor's whole bytes.
+                let want: Vec<FileRange> = (0..3)
+                    .map(|k| FileRange {
+                        file: 0,
+                        offset: layer_offset(1) + k * tensor,
+                        len: tensor,
+                    })
+                    .collect();
+                assert_eq!(evicted, &want);
+            }
+        }
+        // A layer partly resident: the room made for the rest of it never takes its own
+        // experts (they would be dropped and read again).
+        let mut p = three_tensor_pager(2, prompt_reads);
+        p.config.expert_budget_bytes = 12 * 3 * EXPERT;
+        p.route(0, Phase::Prompt, 8, 0..8);
+        p.route(1, Phase::Decode, 2, [6, 7].into_iter());
+        // Six missed, two resident and unselected: the cycle's first victims, the layer
+        // being routed, unless it is read whole.
+        p.route(1, Phase::Prompt, 6, 0..6);
+        let kept = (0..WHOLE_N).filter(|&e| p.is_resident(1, e)).count() as u32;
+        let dropped_layer_1 = p
+            .advisor()
+            .evicted
+            .iter()
+            .any(|r| r.offset >= layer_offset(1) && r.offset < layer_offset(2));
+        match prompt_reads {
+            PromptReads::Experts => assert!(dropped_layer_1 && kept == 6),
+            PromptReads::WholeLayers => {
+                assert!(!dropped_layer_1, "dropped part of the layer it reads whole");
+                assert_eq!(kept, WHOLE_N);
+                assert_eq!(p.advisor().whole.len(), 2);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_layer_is_read_whole_only_where_its_runs_of_tensors_are_long_enough() {
+    let mut p = three_tensor_pager(2, PromptReads::WholeLayers);
+    let run = 3 * u64::from(WHOLE_N) * EXPERT;
+    assert_eq!(
+        layers_readable_whole(&p.layers, WHOLE_N, run),
+        vec![0, 1, 2, 3]
+    );
+    assert!(layers_readable_whole(&p.layers, WHOLE_N, run + 1).is_empty());
+    // Layer 1's down tensor elsewhere: its runs are two and one tensors long.
+    p.layers[1].slices[2].offset += PAGE;
+    assert_eq!(
+        layers_readable_whole(&p.layers, WHOLE_N, 2 * run / 3),
+        vec![0, 2, 3]
+    );
+    assert_eq!(
+        layers_readable_whole(&p.layers, WHOLE_N, run / 3),
+        vec![0, 1, 2, 3]
+    );
+}
+
+#[test]
+fn a_prompt_s_guesses_for_most_of_the_next_layer_read_it_whole() {
+    let mut p = three_tensor_pager(2, PromptReads::WholeLayers);
+    p.route(0, Phase::Prompt, 8, 0..8);
+    // Five of eight guessed: the layer is read whole, ahead of its routing.
+    p.speculate(1, [3, 1, 0, 2, 4, 4].into_iter());
+    assert_eq!(p.advisor().whole.len(), 2);
+    assert_eq!(p.advisor().whole[1].offset, layer_offset(1));
+    assert!((0..WHOLE_N).all(|e| p.is_resident(1, e)));
+    assert_eq!(p.counters.prompt.prefetch_issued.get(), u64::from(WHOLE_N));
+    assert_eq!(
+        p.counters.whole_layer_unselected_bytes.get(),
+        3 * 3 * EXPERT
+    );
+    // Its routing finds it resident, read by the guess: nothing more is read.
+    p.route(1, Phase::Prompt, 8, 0..8);
+    assert_eq!(p.advisor().whole.len(), 2);
+    assert!(p.advisor().will_need.is_empty());
+    assert_eq!(p.counters.prompt.prefetch_hits.get(), u64::from(WHOLE_N));
+    // Three guessed: each guess read by expert, in expert order.
+    p.speculate(2, [2, 0, 1].into_iter());
+    assert_eq!(p.advisor().whole.len(), 2);
+    assert_eq!(p.advisor().will_need.len(), 3 * 3);
+    assert_eq!(p.advisor().will_need[0].offset, layer_offset(2));
+    // Decode's guesses never read whole layers.
+    p.route(2, Phase::Decode, 1, [0].into_iter());
+    p.speculate(3, 0..8);
+    assert_eq!(p.advisor().whole.len(), 2);
 }

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use super::{Clock, Costs, Key, Policy, Step};
-use crate::pager::{Advisor, CachePolicy, EvictBy, FileRange, Pager, PagerConfig, PromptEviction};
+use crate::pager::{
+    Advisor, CachePolicy, EvictBy, FileRange, Pager, PagerConfig, PromptEviction, PromptReads,
+};
 use crate::stats::PagerCounters;
 
 /// An advisor that only answers: evictions drop what they are asked to.
@@ -47,6 +49,7 @@ impl PagerReplay {
             policy,
             prompt_eviction: PromptEviction::default(),
             evict_by,
+            prompt_reads: PromptReads::default(),
         };
         PagerReplay {
             pager: Pager::new(Replayed, config, n_expert, costs.layers, counters),

@@ -1,6 +1,6 @@
 use super::*;
 
-use crate::pager::{EvictBy, Phase, PromptEviction};
+use crate::pager::{EvictBy, Phase, PromptEviction, PromptReads};
 
 /// One layer, decode steps of one expert each: the classic page-reference string.
 fn single(refs: &[u16]) -> Vec<Step> {
@@ -255,6 +255,7 @@ fn the_pagers_policies_replay_exactly_what_the_pager_counts() {
             policy,
             prompt_eviction: PromptEviction::default(),
             evict_by: EvictBy::default(),
+            prompt_reads: PromptReads::default(),
         };
         let mut pager = Pager::new(Nothing, config, 32, c.layers.clone(), counters.clone());
         for s in &steps {

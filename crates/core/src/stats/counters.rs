@@ -102,6 +102,10 @@ pub struct PagerCounters {
     pub overruns: Counter,
     /// Evictions forced by measured RSS above the budget (the RSS guard).
     pub guard_shrinks: Counter,
+    /// A prompt's layers read whole (`pager::PromptReads::WholeLayers`), and the
+    /// page-rounded bytes of the experts read with them that routing had not selected.
+    pub whole_layer_reads: Counter,
+    pub whole_layer_unselected_bytes: Counter,
     /// A warm start's reads (experts past runs selected most, read into free room while
     /// idle): experts and page-rounded bytes, and those routing then selected.
     pub warmed: Counter,
@@ -155,6 +159,10 @@ pub struct IoCounters {
     /// Re-drops that found a range held by large page-cache folios shared with a
     /// neighbour, and split them (`epm_sys`'s `advisor::evict_again`).
     pub folio_splits: AtomicU64,
+    /// Time the whole-layer reader spent faulting a prompt's layers in
+    /// (`pager::PromptReads::WholeLayers`: `MADV_POPULATE_READ` under the kernel's
+    /// read-around, on a thread of its own, while the layer computes).
+    pub whole_read_ns: AtomicU64,
     /// Late evictions that found the re-drop list full and were left cached.
     pub redrop_overflows: AtomicU64,
     /// Speculative reads advised by the readahead thread, its time in `MADV_WILLNEED`, and

@@ -233,6 +233,12 @@ pub struct ExpertsSection {
     pub resident_peak_bytes: u64,
     pub overruns: u64,
     pub guard_shrinks: u64,
+    /// A prompt's layers read whole (`--prompt-reads whole-layers`), and the page-rounded
+    /// bytes of the experts read with them that routing had not selected.
+    #[serde(default)]
+    pub whole_layer_reads: u64,
+    #[serde(default)]
+    pub whole_layer_unselected_bytes: u64,
     /// What a warm start read while idle, and how much of it routing used.
     #[serde(default)]
     pub warm_start: WarmStartSection,
@@ -340,6 +346,10 @@ pub struct IoSection {
     /// kept the page cache it found) and split those folios so that the drop could take it.
     #[serde(default)]
     pub folio_splits: u64,
+    /// Wall time the whole-layer reader's thread spent faulting a prompt's layers in
+    /// (`--prompt-reads whole-layers`), microseconds.
+    #[serde(default)]
+    pub whole_read_us: u64,
     /// Speculative reads advised by the readahead thread, its wall time in `MADV_WILLNEED`
     /// (microseconds), and queued reads cancelled before it got to them.
     pub ahead_reads: u64,
@@ -547,6 +557,8 @@ impl RunStats {
                 resident_peak_bytes: p.resident_peak_bytes.get(),
                 overruns: p.overruns.get(),
                 guard_shrinks: p.guard_shrinks.get(),
+                whole_layer_reads: p.whole_layer_reads.get(),
+                whole_layer_unselected_bytes: p.whole_layer_unselected_bytes.get(),
                 warm_start: WarmStartSection {
                     experts: p.warmed.get(),
                     bytes: p.warmed_bytes.get(),
@@ -588,6 +600,7 @@ impl RunStats {
                 redrops: IoCounters::get(&io.redrops),
                 redrop_overflows: IoCounters::get(&io.redrop_overflows),
                 folio_splits: IoCounters::get(&io.folio_splits),
+                whole_read_us: us(&io.whole_read_ns),
                 ahead_reads: IoCounters::get(&io.ahead_reads),
                 ahead_will_need_us: us(&io.ahead_will_need_ns),
                 ahead_cancelled: IoCounters::get(&io.ahead_cancelled),

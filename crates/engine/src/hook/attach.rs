@@ -9,13 +9,16 @@ use std::sync::Arc;
 use epm_core::budget::{pager_budget, Budgets, TokenRowLoan};
 use epm_core::model::ModelIndex;
 use epm_core::pager::{
-    cached_experts, CachePolicy, EvictBy, LayerSpec, Pager, PagerConfig, PromptEviction,
+    cached_experts, layers_readable_whole, CachePolicy, EvictBy, LayerSpec, Pager, PagerConfig,
+    PromptEviction, PromptReads,
 };
 use epm_core::predict::PredictReads;
 use epm_core::stats::RunStats;
 use epm_core::trace::TraceWriter;
+use epm_sys::advisor::whole_read_margins;
 use epm_sys::cgroup::MemoryCgroup;
 use epm_sys::fs::UncachedWriter;
+use epm_sys::proc::read_ahead_kb;
 use epm_sys::{
     inward, outward, page_size, sigbus, FileMapping, OsAdvisor, Prefetch, RssProbe, FOLIO_MAX_PAGES,
 };
@@ -68,6 +71,8 @@ pub struct PagingOptions {
     pub prompt_eviction: PromptEviction,
     /// Which expert the pager evicts from the cache policy's order.
     pub evict_by: EvictBy,
+    /// How a prompt's ubatches read the experts they miss.
+    pub prompt_reads: PromptReads,
     /// Write the routing trace here.
     pub trace_file: Option<PathBuf>,
     /// Keep, as resident, the experts whose pages the page cache already holds at start
@@ -95,6 +100,7 @@ impl Default for PagingOptions {
             cache_policy: CachePolicy::DEFAULT,
             prompt_eviction: PromptEviction::default(),
             evict_by: EvictBy::default(),
+            prompt_reads: PromptReads::default(),
             trace_file: None,
             keep_page_cache: true,
             keep_first: Vec::new(),
@@ -225,7 +231,17 @@ pub(crate) fn attach(
     stats
         .predicted_per_token
         .set(predictor.as_ref().map_or(0, |p| p.reads_per_token() as u64));
+    let read_around = mapping_read_around(index);
+    let whole_layers = match opts.prompt_reads {
+        PromptReads::WholeLayers if !every_expert_fits => {
+            layers_read_whole(index, &layers, read_around)
+        }
+        _ => Vec::new(),
+    };
     let mut advisor = OsAdvisor::new(files, opts.prefetch, stats.io_counters.clone());
+    if let Some(window) = read_around.filter(|_| !whole_layers.is_empty()) {
+        advisor = advisor.with_whole_layer_reader(window);
+    }
     if predictor.is_some() && opts.ahead_thread {
         tracing::info!("predicted experts are read in from a readahead thread");
         advisor = advisor.with_ahead_thread();
@@ -261,11 +277,15 @@ pub(crate) fn attach(
             policy: opts.cache_policy,
             prompt_eviction: opts.prompt_eviction,
             evict_by: opts.evict_by,
+            prompt_reads: opts.prompt_reads,
         },
         index.n_expert,
         layers,
         stats.pager.clone(),
     );
+    for &layer in &whole_layers {
+        pager.allow_whole_layer_reads(layer);
+    }
     for &(layer, expert) in &adopted {
         pager.adopt(layer, expert);
     }
@@ -312,6 +332,44 @@ pub(crate) fn attach(
         trace,
         predictor,
     })
+}
+
+/// The readahead window the kernel applies to llama.cpp's mapping of the model, largest
+/// over its files: the device's `read_ahead_kb`, doubled, since llama.cpp advises
+/// `POSIX_FADV_SEQUENTIAL` on each file it maps (`llama-mmap.cpp`). `None` where a file's
+/// device cannot be read (not on a block device).
+fn mapping_read_around(index: &ModelIndex) -> Option<u64> {
+    let windows: Option<Vec<u64>> = index.files.iter().map(|p| read_ahead_kb(p)).collect();
+    windows?.into_iter().max().map(|kb| 2 * kb * 1024)
+}
+
+/// The layers a prompt may read whole (`layers_readable_whole`): those whose runs of
+/// expert tensors have a middle at least one readahead window long once the ends that
+/// are read exactly are set aside (`advisor::whole_read_margins`). None where the window
+/// cannot be read, said once.
+fn layers_read_whole(
+    index: &ModelIndex,
+    layers: &[LayerSpec],
+    read_around: Option<u64>,
+) -> Vec<u32> {
+    let Some(window) = read_around else {
+        tracing::warn!(
+            "--prompt-reads whole-layers: the model's readahead window cannot be read \
+             (not on a block device?), so its layers are read by expert"
+        );
+        return Vec::new();
+    };
+    let (head, tail) = whole_read_margins(window);
+    let min_run = head + tail + window;
+    let whole = layers_readable_whole(layers, index.n_expert, min_run);
+    tracing::info!(
+        "a prompt reads {} of {} layers whole, their middles through the kernel's \
+         read-around (a layer's tensors must lie in runs of at least {} MiB)",
+        whole.len(),
+        layers.len(),
+        min_run >> 20
+    );
+    whole
 }
 
 /// The cgroup limit that binds the process, with a reader of the kernel memory charged to
@@ -803,7 +861,11 @@ pub(crate) fn stray_expert_cache_bytes(active: &Active) -> u64 {
         .non_resident_ranges(!active.owns_page_cache)
         .map(|r| {
             let (s, e) = inward(r.offset, r.len, page);
-            files[r.file as usize].resident_bytes(s, e - s)
+            let stray = files[r.file as usize].resident_bytes(s, e - s);
+            if stray > 0 {
+                tracing::debug!("stray: {stray} bytes of the expert range {r:?} are cached");
+            }
+            stray
         })
         .sum()
 }
