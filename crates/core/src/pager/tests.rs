@@ -802,20 +802,43 @@ const LAYER_GAP: u64 = 4 * PAGE;
 /// Where layer `l`'s gate tensor starts in [`three_tensor_pager`]'s file: each layer's
 /// gate, up and down tensors lie back to back, `LAYER_GAP` before the next layer's.
 fn layer_offset(l: u32) -> u64 {
-    u64::from(l) * (3 * u64::from(WHOLE_N) * EXPERT + LAYER_GAP)
+    layer_offset_of(WHOLE_N, l)
+}
+
+/// [`layer_offset`] in [`tensor_pager`]'s file of `n` experts a layer.
+fn layer_offset_of(n: u32, l: u32) -> u64 {
+    u64::from(l) * (3 * u64::from(n) * EXPERT + LAYER_GAP)
+}
+
+/// Layer `l`'s three expert tensors in [`tensor_pager`]'s file of `n` experts a layer,
+/// each a range of its own.
+fn layer_tensors(n: u32, l: u32) -> Vec<FileRange> {
+    let tensor = u64::from(n) * EXPERT;
+    (0..3)
+        .map(|k| FileRange {
+            file: 0,
+            offset: layer_offset_of(n, l) + k * tensor,
+            len: tensor,
+        })
+        .collect()
 }
 
 /// Four layers of three adjacent expert tensors each (as qwen3moe's GGUFs lay them out),
 /// a budget of `budget_layers` whole layers, whole-layer reads allowed on every layer.
 fn three_tensor_pager(budget_layers: u64, prompt_reads: PromptReads) -> Pager<Recorder> {
-    let tensor = u64::from(WHOLE_N) * EXPERT;
+    tensor_pager(WHOLE_N, budget_layers, prompt_reads)
+}
+
+/// [`three_tensor_pager`] with `n` experts a layer.
+fn tensor_pager(n: u32, budget_layers: u64, prompt_reads: PromptReads) -> Pager<Recorder> {
+    let tensor = u64::from(n) * EXPERT;
     let layers = (0..4)
         .map(|l| LayerSpec {
             layer: l,
             slices: (0..3)
                 .map(|k| ExpertSlice {
                     file: 0,
-                    offset: layer_offset(l) + k * tensor,
+                    offset: layer_offset_of(n, l) + k * tensor,
                     bytes_per_expert: EXPERT,
                 })
                 .collect(),
@@ -832,9 +855,9 @@ fn three_tensor_pager(budget_layers: u64, prompt_reads: PromptReads) -> Pager<Re
             evict_by: EvictBy::default(),
             prompt_reads,
         },
-        WHOLE_N,
+        n,
         layers,
-        Arc::new(PagerCounters::new(0..4, WHOLE_N)),
+        Arc::new(PagerCounters::new(0..4, n)),
     );
     for l in 0..4 {
         p.allow_whole_layer_reads(l);
@@ -898,7 +921,6 @@ fn whole_layer_reads_need_the_option_the_engine_s_leave_and_the_room() {
 
 #[test]
 fn a_prompt_evicts_a_layer_read_whole_with_one_drop_per_tensor_and_keeps_the_one_it_reads() {
-    let tensor = u64::from(WHOLE_N) * EXPERT;
     for prompt_reads in [PromptReads::Experts, PromptReads::WholeLayers] {
         let mut p = three_tensor_pager(2, prompt_reads);
         p.route(0, Phase::Prompt, 8, 0..8);
@@ -912,14 +934,7 @@ fn a_prompt_evicts_a_layer_read_whole_with_one_drop_per_tensor_and_keeps_the_one
             PromptReads::Experts => assert_eq!(evicted.len(), 3 * WHOLE_N as usize),
             PromptReads::WholeLayers => {
                 // One drop per tensor, each the tensor's whole bytes.
-                let want: Vec<FileRange> = (0..3)
-                    .map(|k| FileRange {
-                        file: 0,
-                        offset: layer_offset(1) + k * tensor,
-                        len: tensor,
-                    })
-                    .collect();
-                assert_eq!(evicted, &want);
+                assert_eq!(evicted, &layer_tensors(WHOLE_N, 1));
             }
         }
         // A layer partly resident: the room made for the rest of it never takes its own
@@ -943,6 +958,78 @@ fn a_prompt_evicts_a_layer_read_whole_with_one_drop_per_tensor_and_keeps_the_one
                 assert!(!dropped_layer_1, "dropped part of the layer it reads whole");
                 assert_eq!(kept, WHOLE_N);
                 assert_eq!(p.advisor().whole.len(), 2);
+            }
+        }
+    }
+}
+
+/// Room made an expert at a time (a prompt's guesses for the next layer, too few for a
+/// whole read) drops the layer read whole an eighth of its experts at a time where it may
+/// be read whole, so that a drop seldom ends inside one of its large folios; by expert
+/// otherwise.
+#[test]
+fn a_prompt_s_guesses_one_by_one_drop_a_layer_read_whole_an_eighth_at_a_time() {
+    let n = 32;
+    for prompt_reads in [PromptReads::Experts, PromptReads::WholeLayers] {
+        let mut p = tensor_pager(n, 2, prompt_reads);
+        p.route(0, Phase::Prompt, 32, 0..32);
+        p.route(1, Phase::Prompt, 32, 0..32);
+        assert_eq!(p.counters.evictions.get(), 0);
+        // Three guesses for layer 2, below the whole-layer share: read one by one, each
+        // making room for itself.
+        p.speculate(2, [3, 17, 29].into_iter());
+        assert!([3, 17, 29].iter().all(|&e| p.is_resident(2, e)));
+        let drops = &p.advisor().evicted;
+        let lens: Vec<u64> = drops.iter().map(|r| r.len).collect();
+        match prompt_reads {
+            PromptReads::Experts => {
+                assert_eq!(p.counters.evictions.get(), 3);
+                assert!(lens.iter().all(|&l| l == EXPERT), "{lens:?}");
+            }
+            PromptReads::WholeLayers => {
+                // A first drop of an eighth (4 experts) makes room for all three guesses.
+                assert_eq!(p.counters.evictions.get(), 4);
+                assert_eq!(lens, vec![4 * EXPERT; 3]);
+            }
+        }
+        // Each drop is of one layer's adjacent experts, within one tensor.
+        for r in drops {
+            let layer = (0..4)
+                .rfind(|&l| layer_offset_of(n, l) <= r.offset)
+                .unwrap();
+            let tensor = u64::from(n) * EXPERT;
+            let k = (r.offset - layer_offset_of(n, layer)) / tensor;
+            assert!(r.offset + r.len <= layer_offset_of(n, layer) + (k + 1) * tensor);
+        }
+    }
+}
+
+/// With prediction, a layer's whole read is asked while the layer before computes: the
+/// cyclic walk starts at that layer, whose unselected experts lie scattered between the
+/// selected ones. Where layers may be read whole it takes a run of an eighth of a layer
+/// first, the older layer whole here, rather than the scattered experts one drop each.
+#[test]
+fn a_whole_read_asked_while_a_layer_computes_takes_room_from_runs_not_scattered_experts() {
+    let n = 32;
+    for prompt_reads in [PromptReads::Experts, PromptReads::WholeLayers] {
+        let mut p = tensor_pager(n, 2, prompt_reads);
+        p.route(0, Phase::Prompt, 32, 0..32);
+        // Half of layer 1 selected, the even experts.
+        p.route(1, Phase::Prompt, 16, (0..32).step_by(2));
+        // Every expert of layer 2 guessed while layer 1 computes.
+        p.speculate(2, 0..32);
+        let drops = &p.advisor().evicted;
+        match prompt_reads {
+            PromptReads::Experts => {
+                // By expert, the cycle's first victims: layer 1's unselected experts.
+                assert!((1..32).step_by(2).all(|e| !p.is_resident(1, e)));
+            }
+            PromptReads::WholeLayers => {
+                assert!((0..32).all(|e| p.is_resident(1, e) && p.is_resident(2, e)));
+                assert!((0..32).all(|e| !p.is_resident(0, e)));
+                // Layer 0 in one drop per tensor.
+                assert_eq!(drops, &layer_tensors(n, 0));
+                assert_eq!(p.counters.whole_layer_reads.get(), 3);
             }
         }
     }
