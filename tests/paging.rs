@@ -1058,3 +1058,35 @@ fn whole_layer_prompt_reads_are_bit_identical_and_leave_no_stray_cache() {
         }
     }
 }
+
+/// `--prompt-reads whole-layers` on a model whose expert tensors are too short for the
+/// read-around (the qwen3 mini's: a few MiB a layer): the run says so, reads by expert,
+/// and gives the default's logits.
+#[test]
+fn whole_layer_reads_on_short_tensors_say_so_and_read_by_expert() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let budget = (min_budget_mb(&model, &["-c", "1024"]) + 8).to_string();
+    let stats = dir.path().join("whole.json");
+    let mut args = generate_args(&model, PROMPT, "4", &stats);
+    args.extend(["--ram-budget-mb", &budget, "--prompt-reads", "whole-layers"].map(String::from));
+    let out = epm(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = if epm_sys::proc::read_ahead_kb(&model).is_some() {
+        "so every layer is read by expert"
+    } else {
+        "its layers are read by expert"
+    };
+    assert!(stderr.contains(said), "{stderr}");
+    let whole = common::stats(&stats);
+    assert_eq!(whole.experts.whole_layer_reads, 0);
+    let (_, default) = generate(
+        &model,
+        dir.path(),
+        "default",
+        &["--ram-budget-mb", &budget],
+        "4",
+    );
+    assert_eq!(whole.tokens.generated_ids, default.tokens.generated_ids);
+}

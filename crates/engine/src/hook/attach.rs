@@ -362,13 +362,22 @@ fn layers_read_whole(
     let (head, tail) = whole_read_margins(window);
     let min_run = head + tail + window;
     let whole = layers_readable_whole(layers, index.n_expert, min_run);
-    tracing::info!(
-        "a prompt reads {} of {} layers whole, their middles through the kernel's \
-         read-around (a layer's tensors must lie in runs of at least {} MiB)",
-        whole.len(),
-        layers.len(),
-        min_run >> 20
-    );
+    if whole.is_empty() {
+        tracing::warn!(
+            "--prompt-reads whole-layers: no layer's expert tensors lie in runs of at least \
+             {} MiB (the readahead window's margins and one window), so every layer is read \
+             by expert",
+            min_run >> 20
+        );
+    } else {
+        tracing::info!(
+            "a prompt reads {} of {} layers whole, their middles through the kernel's \
+             read-around (a layer's tensors must lie in runs of at least {} MiB)",
+            whole.len(),
+            layers.len(),
+            min_run >> 20
+        );
+    }
     whole
 }
 
