@@ -88,11 +88,12 @@ pub struct PagingArgs {
     #[arg(long, value_enum, default_value_t = EvictByArg::NextUse)]
     evict_by: EvictByArg,
     /// How a prompt's ubatches read the experts they miss: `experts` (each selected
-    /// expert's bytes, in 4 KiB pages) or `whole-layers` (a layer whose routing misses at
-    /// least three quarters of its experts is read whole, through the kernel's read-around,
-    /// into large page-cache folios that cost the kernel less work per MiB; only layers
-    /// whose read-around reaches no other layer's experts, and only when the whole layer
-    /// fits the expert budget).
+    /// expert's bytes, in 4 KiB pages) or `whole-layers` (a layer whose routing, or
+    /// prediction's guesses, miss at least half of its experts is read whole, through the
+    /// kernel's read-around, into large page-cache folios that cost the kernel less work
+    /// per MiB; only layers whose runs of expert tensors are long enough for the
+    /// read-around's margins, so that it reaches no other layer's experts, and only when
+    /// the whole layer fits the expert budget).
     #[arg(long, value_enum, default_value_t = PromptReadsArg::Experts)]
     prompt_reads: PromptReadsArg,
     /// Write the routing trace (selected experts per token and layer) here; see README.
