@@ -21,7 +21,7 @@ MIB = 1 << 20
 def generate(a, tmp, tag, flags, cap=None, exe=None):
     stats = os.path.join(tmp, tag + ".json")
     logits = os.path.join(tmp, tag + ".f32")
-    cmd = [exe or a.bin, "generate", "-m", a.model, "-f", a.file, "-n", "1", "-c", str(a.ctx), "-t", "2",
+    cmd = [exe or a.bin, "generate", "-m", a.model, "-f", a.file, "-n", str(a.n), "-c", str(a.ctx), "-t", "2",
            "--stats-file", stats, "--dump-logits", logits, *flags]
     if cap:
         cmd = cap.wrap(cmd)
@@ -35,6 +35,8 @@ def generate(a, tmp, tag, flags, cap=None, exe=None):
         "prompt_tokens": prompt,
         "prefill_s": prompt / s["tok_per_s"]["prefill"],
         "prefill_tok_s": s["tok_per_s"]["prefill"],
+        # With -n above 1: the decode that follows the prompt (tokens after the first).
+        "decode_tok_s": s["tok_per_s"].get("decode", 0.0),
         "read_bytes": s["io"]["read_bytes"],
         "peak_rss_bytes": s["memory"]["peak_rss_bytes"],
         "logits_sha256": digest,
@@ -57,6 +59,7 @@ def main():
     ap.add_argument("--config-bin", action="append", default=[], help="LABEL=PATH: that config's build")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
+    ap.add_argument("-n", type=int, default=1, help="tokens generated (above 1: decode after the prompt too)")
     ap.add_argument("--bin", default="target/release/epm-run")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -97,6 +100,7 @@ def main():
             "prefill_s_median": round(med, 1),
             "prefill_s_runs": [round(x["prefill_s"], 1) for x in rs],
             "read_gb_median": round(statistics.median(x["read_bytes"] for x in rs) / 1e9, 1),
+            "decode_tok_s_median": round(statistics.median(x["decode_tok_s"] for x in rs), 3),
             "against_warm_unpaged_same_ubatch": round(med / unpaged[u]["prefill_s"], 3),
             "logits_equal_unpaged_same_ubatch": same,
             "within_budget_no_oom": within,
