@@ -558,12 +558,11 @@ impl<A: Advisor> Pager<A> {
         }
     }
 
-    /// How many slots from `s` on, within its layer, are resident and not `protected`.
-    fn droppable_run(&self, s: usize, protected: impl Fn(usize) -> bool) -> usize {
+    /// Whether the `len` slots from `s` on lie within its layer, resident and not
+    /// `protected`.
+    fn droppable_run(&self, s: usize, len: usize, protected: impl Fn(usize) -> bool) -> bool {
         let n = self.n_expert as usize;
-        (s..(s / n + 1) * n)
-            .take_while(|&t| self.resident[t] && !protected(t))
-            .count()
+        s % n + len <= n && (s..s + len).all(|t| self.resident[t] && !protected(t))
     }
 
     /// Steps of the pager's clock until each layer position routes again, after the
@@ -607,9 +606,7 @@ impl<A: Advisor> Pager<A> {
             };
             let victim = if cyclic {
                 // Runs long enough first (`WHOLE_LAYER_MIN_DROP`), then any victim.
-                let long = |s: usize| {
-                    !protected(s) && self.droppable_run(s, protected) >= self.min_drop(s)
-                };
+                let long = |s: usize| self.droppable_run(s, self.min_drop(s), protected);
                 runs.then(|| self.cyclic_victim(&mut long_cursor, |s| !long(s)))
                     .flatten()
                     .or_else(|| self.cyclic_victim(&mut cursor, protected))
@@ -815,7 +812,6 @@ impl<A: Advisor> Pager<A> {
     /// expert tensors, then every expert counted resident, those not selected coldest.
     fn read_whole_layer(&mut self, pos: usize, base: usize) {
         let n = self.n_expert as usize;
-        self.layers[pos].whole_runs(self.n_expert, |r| self.advisor.read_whole(r));
         let mut unselected = 0;
         for s in base..base + n {
             if self.resident[s] {
@@ -831,6 +827,14 @@ impl<A: Advisor> Pager<A> {
             }
             self.counters.residency.set_resident(s, true);
         }
+        self.advise_whole_layer(pos, unselected);
+    }
+
+    /// Advise layer position `pos` in whole, one range per run of adjacent expert tensors,
+    /// and count it with the `unselected` bytes it reads that routing (or the guess) did
+    /// not ask for.
+    fn advise_whole_layer(&mut self, pos: usize, unselected: u64) {
+        self.layers[pos].whole_runs(self.n_expert, |r| self.advisor.read_whole(r));
         self.counters.whole_layer_reads.inc();
         self.counters.whole_layer_unselected_bytes.add(unselected);
     }
@@ -906,7 +910,6 @@ impl<A: Advisor> Pager<A> {
             }
             let (share, of) = WHOLE_LAYER_MISS_SHARE;
             if missed * of >= n as u64 * share && self.room_for_whole_layer(pos as usize, base, 0) {
-                self.layers[pos as usize].whole_runs(self.n_expert, |r| self.advisor.read_whole(r));
                 let mut unpredicted = 0;
                 for s in base..base + n {
                     if !self.resident[s] {
@@ -916,8 +919,7 @@ impl<A: Advisor> Pager<A> {
                         self.hold_guess(s);
                     }
                 }
-                self.counters.whole_layer_reads.inc();
-                self.counters.whole_layer_unselected_bytes.add(unpredicted);
+                self.advise_whole_layer(pos as usize, unpredicted);
                 issued = true;
             } else {
                 for s in base..base + n {
