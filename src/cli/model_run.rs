@@ -40,10 +40,9 @@ pub struct ModelRunArgs {
     pub upstream_mmap: bool,
     #[command(flatten)]
     pub shape: ShapeArgs,
-    /// Compute threads, or `auto`: all cores, but one fewer for decode when the run pages
-    /// with less than a third of the experts resident (decode then waits on the disk, and
-    /// the helper threads that read ahead and evict use the free core); prefill always
-    /// computes on every core.
+    /// Compute threads for decode and prefill, or `auto`: every core (a core left to the
+    /// helper threads that read ahead and evict, `-t` below the cores, decoded slower
+    /// wherever it was measured, even at small budgets on a slow disk).
     #[arg(short = 't', long, default_value = "auto")]
     pub threads: Threads,
     /// Logical batch size for prompts.
@@ -153,11 +152,11 @@ impl ModelRunArgs {
         let sampler = MemorySampler::start(stats.clone(), Duration::from_millis(20))
             .context("starting the memory sampler")?;
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        let threads = ComputeThreads::new(self.threads, cores);
         let expert_budget = match mode {
             PagerMode::On { .. } => plan.as_ref().map(|p| p.expert_budget_bytes),
             _ => None,
         };
-        let threads = ComputeThreads::new(self.threads, cores, expert_budget, index.expert_bytes);
         let engine = EngineOptions {
             mode,
             paging: self.paging.options(threads.decode, cores),
