@@ -21,7 +21,9 @@ MIB = 1 << 20
 def generate(a, tmp, tag, flags, cap=None, exe=None):
     stats = os.path.join(tmp, tag + ".json")
     logits = os.path.join(tmp, tag + ".f32")
-    cmd = [exe or a.bin, "generate", "-m", a.model, "-f", a.file, "-n", str(a.n), "-c", str(a.ctx), "-t", "2",
+    # Two compute threads unless the configuration sets its own (`-t auto`, `--threads N`).
+    threads = [] if any(f in ("-t", "--threads") or f.startswith("--threads=") for f in flags) else ["-t", "2"]
+    cmd = [exe or a.bin, "generate", "-m", a.model, "-f", a.file, "-n", str(a.n), "-c", str(a.ctx), *threads,
            "--stats-file", stats, "--dump-logits", logits, *flags]
     if cap:
         cmd = cap.wrap(cmd)

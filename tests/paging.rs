@@ -408,6 +408,59 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
 /// `-ub auto` picks the largest ubatch the context allows (1024 at `-c 1024`) when every
 /// expert fits and 128 at the plan's minimum, and a paged run with its pick (no larger than
 /// the prompt needs) is byte-identical to an unpaged run at the same ubatch.
+/// `-t auto` decodes on as many threads as an unpaged run at every budget. llama.cpp's
+/// decode at a long context depends on its thread count (the attention's work is split
+/// across threads), so a paged decode on fewer threads than upstream's, as `auto` once
+/// chose below a third of the experts, gave other logits than upstream's default run.
+#[test]
+fn auto_threads_decode_as_an_unpaged_run_does_below_a_third_of_the_experts() {
+    let _serial = serial();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: one core, where every thread count is one");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (model, min_mb) = tiny_at_its_minimum(dir.path());
+    let budget = min_mb.to_string();
+    // `common::generate`'s context, 1024, and the minimum budget's ubatch.
+    let ubatch = ["-ub", "128"];
+    let at_budget = plan(
+        &model,
+        &[&["-c", "1024"], &ubatch[..], &["--ram-budget-mb", &budget]].concat(),
+    );
+    let (cache, experts) = (
+        at_budget["expert_budget_bytes"].as_u64().unwrap(),
+        at_budget["expert_bytes"].as_u64().unwrap(),
+    );
+    assert!(cache * 3 < experts, "{cache} of {experts} expert bytes");
+    // A context long enough that the thread count shows in decode's logits.
+    let prompt = "The quick brown fox jumps over the lazy dog, and the reader should know that \
+                  routing changes from token to token. "
+        .repeat(14);
+    let run = |tag: &str, extra: &[&str]| {
+        common::generate(
+            &model,
+            dir.path(),
+            tag,
+            &prompt,
+            "4",
+            &[&ubatch[..], extra].concat(),
+        )
+    };
+    let (reference, ref_stats) = run("ref", &["--no-pager", "-t", "auto"]);
+    assert!(ref_stats.tokens.prompt > 600, "{:?}", ref_stats.tokens);
+    let (one_thread, _) = run("one", &["--no-pager", "-t", "1"]);
+    assert!(
+        one_thread != reference,
+        "this context is too short for the thread count to change decode's logits"
+    );
+    let (paged, stats) = run("paged", &["--ram-budget-mb", &budget, "-t", "auto"]);
+    assert_eq!(stats.tokens.generated_ids, ref_stats.tokens.generated_ids);
+    assert!(paged == reference, "paged -t auto decoded other logits");
+    assert!(stats.experts.evictions > 0, "{:?}", stats.experts);
+    assert_within_budget(&stats);
+}
+
 #[test]
 fn auto_ubatch_follows_the_budget_and_stays_bit_identical() {
     let _serial = serial();

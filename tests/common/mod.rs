@@ -115,8 +115,8 @@ pub fn generate_args(model: &Path, prompt: &str, n: &str, stats: &Path) -> Vec<S
     .to_vec()
 }
 
-/// Run `generate` (see [`generate_args`]) plus `extra`, dumping logits; returns the logits
-/// bytes and the stats. Files are `dir/<tag>.logits` and `dir/<tag>.json`.
+/// Run `generate` (see [`generate_args`]) plus `extra` (whose `--heat-dir` or `-t` replaces
+/// the default), dumping logits; returns the logits bytes and the stats. Files are `dir/<tag>.logits` and `dir/<tag>.json`.
 pub fn generate(
     model: &Path,
     dir: &Path,
@@ -128,10 +128,12 @@ pub fn generate(
     let logits = dir.join(format!("{tag}.logits"));
     let stats_path = dir.join(format!("{tag}.json"));
     let mut args = generate_args(model, prompt, n, &stats_path);
-    // A heat folder of the test's own replaces the default one.
-    if extra.contains(&"--heat-dir") {
-        let at = args.iter().position(|a| a == "--heat-dir").unwrap();
-        args.drain(at..at + 2);
+    // A heat folder or a thread count of the test's own replaces the default one.
+    for own in ["--heat-dir", "-t"] {
+        if extra.contains(&own) {
+            let at = args.iter().position(|a| a == own).unwrap();
+            args.drain(at..at + 2);
+        }
     }
     args.extend([
         "--dump-logits".to_string(),
