@@ -40,9 +40,10 @@ pub struct ModelRunArgs {
     pub upstream_mmap: bool,
     #[command(flatten)]
     pub shape: ShapeArgs,
-    /// Compute threads for decode and prefill, or `auto`: every core (a core left to the
-    /// helper threads that read ahead and evict, `-t` below the cores, decoded slower
-    /// wherever it was measured, even at small budgets on a slow disk).
+    /// Compute threads for decode and prefill, or `auto`: one per physical core this
+    /// process may run on, as llama.cpp's own tools default to (a core left to the helper
+    /// threads that read ahead and evict, `-t` below the cores, decoded slower wherever it
+    /// was measured, even at small budgets on a slow disk).
     #[arg(short = 't', long, default_value = "auto")]
     pub threads: Threads,
     /// Logical batch size for prompts.
@@ -151,7 +152,7 @@ impl ModelRunArgs {
         }
         let sampler = MemorySampler::start(stats.clone(), Duration::from_millis(20))
             .context("starting the memory sampler")?;
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        let cores = epm_sys::proc::compute_cores();
         let threads = ComputeThreads::new(self.threads, cores);
         let expert_budget = match mode {
             PagerMode::On { .. } => plan.as_ref().map(|p| p.expert_budget_bytes),

@@ -40,10 +40,10 @@ pub struct ComputeThreads {
 }
 
 impl ComputeThreads {
-    /// `-t` on `cores` cores. `Auto` computes on every core, in decode as in prefill,
-    /// however little of the experts the pager keeps: a core left to the helper threads
-    /// (reads ahead, evictions) was worth less than a second compute thread wherever it was
-    /// measured with this build's hook. W1 at 4 GiB (a sixth of the experts cached, 2
+    /// `-t` on `cores` cores (physical ones: `epm_sys::proc::compute_cores`). `Auto`
+    /// computes on every core, in decode as in prefill, however little of the experts the
+    /// pager keeps: a core left to the helper threads (reads ahead, evictions) was worth
+    /// less than a second compute thread wherever it was measured with this build's hook. W1 at 4 GiB (a sixth of the experts cached, 2
     /// cores): on an Intel Xeon VM 3.04 decode tok/s with two compute threads against 2.29
     /// with one and the helpers (1.33x), and 0.94 against 0.91 with the disk throttled to
     /// 400 MB/s; on an AMD EPYC VM 1.40 against 1.36 (STATUS.md). An earlier build, whose

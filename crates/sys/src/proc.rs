@@ -215,6 +215,39 @@ pub fn cgroup_memory_limit() -> Option<u64> {
     crate::cgroup::MemoryCgroup::of_this_process().map(|c| c.limit_bytes)
 }
 
+/// The cores compute should use by default: one thread per physical core, as llama.cpp's
+/// own tools default to (`common_cpu_get_num_physical_cores`: the distinct
+/// `topology/thread_siblings` masks of `cpu0`, `cpu1`, ... until one is missing), since
+/// two hyperthreads of one core share its vector units and decode's memory bandwidth; and
+/// no more than the CPUs this process may run on (affinity, a cgroup's CPU quota). At least
+/// one.
+pub fn compute_cores() -> u32 {
+    let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let masks = (0..).map_while(|cpu| {
+        std::fs::read_to_string(format!(
+            "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings"
+        ))
+        .ok()
+    });
+    let physical = distinct_cores(masks);
+    let cores = if physical == 0 {
+        allowed
+    } else {
+        physical.min(allowed)
+    };
+    u32::try_from(cores.max(1)).unwrap_or(u32::MAX)
+}
+
+/// The physical cores among CPUs' thread-sibling masks: one per distinct non-empty mask.
+fn distinct_cores(masks: impl IntoIterator<Item = String>) -> usize {
+    masks
+        .into_iter()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect::<std::collections::HashSet<_>>()
+        .len()
+}
+
 /// What machine this is, for reports.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Machine {
@@ -407,6 +440,19 @@ mod tests {
         assert!(meminfo("MemTotal").unwrap() > 0);
         assert!(meminfo("MemAvailable").unwrap() > 0);
         assert!(machine().cores >= 1);
+    }
+
+    #[test]
+    fn hyperthreads_of_one_core_count_once() {
+        let masks = |m: &[&str]| m.iter().map(|s| format!("{s}\n")).collect::<Vec<_>>();
+        // Four cores of two hyperthreads each: cpu0 and cpu4 share a core, and so on.
+        let smt = masks(&["11", "22", "44", "88", "11", "22", "44", "88"]);
+        assert_eq!(distinct_cores(smt), 4);
+        assert_eq!(distinct_cores(masks(&["1", "2", "4"])), 3);
+        assert_eq!(distinct_cores(masks(&["", " "])), 0);
+        let cores = compute_cores();
+        assert!(cores >= 1);
+        assert!(cores as usize <= std::thread::available_parallelism().unwrap().get());
     }
 
     #[test]
