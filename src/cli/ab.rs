@@ -27,8 +27,8 @@ pub struct AbArgs {
     n_predict: usize,
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     ctx: u32,
-    /// Compute threads for every configuration, or `auto`: each picks its own (every
-    /// core).
+    /// Compute threads for every configuration, or `auto`: each picks its own (one per
+    /// physical core).
     #[arg(short = 't', long, default_value = "auto")]
     threads: Threads,
     #[arg(long = "ubatch-size", default_value_t = 128)]

@@ -116,7 +116,8 @@ pub fn generate_args(model: &Path, prompt: &str, n: &str, stats: &Path) -> Vec<S
 }
 
 /// Run `generate` (see [`generate_args`]) plus `extra` (whose `--heat-dir` or `-t` replaces
-/// the default), dumping logits; returns the logits bytes and the stats. Files are `dir/<tag>.logits` and `dir/<tag>.json`.
+/// the default), dumping logits; returns the logits bytes and the stats. Files are
+/// `dir/<tag>.logits` and `dir/<tag>.json`.
 pub fn generate(
     model: &Path,
     dir: &Path,

@@ -1,7 +1,8 @@
 //! Thread policy: how many compute threads a run uses for decode and for prefill (`-t`),
 //! given the cores.
 
-/// `-t`: a number of compute threads, or `auto` (every core, [`ComputeThreads::new`]).
+/// `-t`: a number of compute threads, or `auto` (every physical core,
+/// [`ComputeThreads::new`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
     Auto,
@@ -43,12 +44,12 @@ impl ComputeThreads {
     /// `-t` on `cores` cores (physical ones: `epm_sys::proc::compute_cores`). `Auto`
     /// computes on every core, in decode as in prefill, however little of the experts the
     /// pager keeps: a core left to the helper threads (reads ahead, evictions) was worth
-    /// less than a second compute thread wherever it was measured with this build's hook. W1 at 4 GiB (a sixth of the experts cached, 2
-    /// cores): on an Intel Xeon VM 3.04 decode tok/s with two compute threads against 2.29
-    /// with one and the helpers (1.33x), and 0.94 against 0.91 with the disk throttled to
-    /// 400 MB/s; on an AMD EPYC VM 1.40 against 1.36 (STATUS.md). An earlier build, whose
-    /// hook made every call on the compute thread, had it the other way on an Intel Xeon
-    /// (1.56 against 1.38).
+    /// less than a second compute thread wherever it was measured with this build's hook.
+    /// W1 at 4 GiB (a sixth of the experts cached, 2 cores): on an Intel Xeon VM 2.80
+    /// decode tok/s with two compute threads against 2.23 with one and the helpers
+    /// (1.25x), and 0.94 against 0.91 with the disk throttled to 400 MB/s; on an AMD EPYC
+    /// VM 1.40 against 1.36 (STATUS.md). An earlier build, whose hook made every call on
+    /// the compute thread, had it the other way on an Intel Xeon (1.56 against 1.38).
     pub fn new(t: Threads, cores: u32) -> ComputeThreads {
         let n = match t {
             Threads::Fixed(n) => n,
