@@ -16,7 +16,7 @@ use epm_core::pager::{CachePolicy, EvictBy};
 use epm_core::plan::{make_plan, reuse_auto_ubatch_max, step_selection_bound_bytes, Plan};
 use epm_core::prefix::PromptCuts;
 use epm_core::stats::{PagerCounters, RunStats};
-use epm_core::threads::{ComputeThreads, Threads};
+use epm_core::threads::Threads;
 use epm_engine::telemetry::{self, MemorySampler};
 use epm_engine::{EngineOptions, PagerMode, SessionOptions};
 
@@ -153,14 +153,14 @@ impl ModelRunArgs {
         let sampler = MemorySampler::start(stats.clone(), Duration::from_millis(20))
             .context("starting the memory sampler")?;
         let cores = epm_sys::proc::compute_cores();
-        let threads = ComputeThreads::new(self.threads, cores);
+        let threads = self.threads.on_cores(cores);
         let expert_budget = match mode {
             PagerMode::On { .. } => plan.as_ref().map(|p| p.expert_budget_bytes),
             _ => None,
         };
         let engine = EngineOptions {
             mode,
-            paging: self.paging.options(threads.decode, cores),
+            paging: self.paging.options(threads, cores),
         };
         let (policy, evict_by) = (engine.paging.cache_policy, engine.paging.evict_by);
         if let (Some(cache), CachePolicy::Lru, EvictBy::Coldest) = (expert_budget, policy, evict_by)
@@ -182,8 +182,8 @@ impl ModelRunArgs {
             n_ctx: shape.n_ctx,
             n_batch: self.batch.max(shape.n_ubatch),
             n_ubatch: shape.n_ubatch,
-            n_threads: threads.decode as i32,
-            n_threads_batch: threads.batch as i32,
+            n_threads: threads as i32,
+            n_threads_batch: threads as i32,
             n_seq,
             prompt_cuts,
         };

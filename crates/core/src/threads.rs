@@ -2,7 +2,7 @@
 //! given the cores.
 
 /// `-t`: a number of compute threads, or `auto` (every physical core,
-/// [`ComputeThreads::new`]).
+/// [`Threads::on_cores`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
     Auto,
@@ -32,32 +32,21 @@ impl std::fmt::Display for Threads {
     }
 }
 
-/// Compute threads of a run. llama.cpp computes ubatches of one token (decode) with
-/// `decode` threads and larger ones (prefill, several slots' decode) with `batch`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ComputeThreads {
-    pub decode: u32,
-    pub batch: u32,
-}
-
-impl ComputeThreads {
-    /// `-t` on `cores` cores (physical ones: `epm_sys::proc::compute_cores`). `Auto`
-    /// computes on every core, in decode as in prefill, however little of the experts the
-    /// pager keeps: a core left to the helper threads (reads ahead, evictions) was worth
-    /// less than a second compute thread wherever it was measured with this build's hook.
-    /// W1 at 4 GiB (a sixth of the experts cached, 2 cores): on an Intel Xeon VM 2.80
-    /// decode tok/s with two compute threads against 2.23 with one and the helpers
-    /// (1.25x), and 0.94 against 0.91 with the disk throttled to 400 MB/s; on an AMD EPYC
-    /// VM 1.40 against 1.36 (STATUS.md). An earlier build, whose hook made every call on
-    /// the compute thread, had it the other way on an Intel Xeon (1.56 against 1.38).
-    pub fn new(t: Threads, cores: u32) -> ComputeThreads {
-        let n = match t {
+impl Threads {
+    /// The compute threads of a run on `cores` cores (physical ones:
+    /// `epm_sys::proc::compute_cores`), for decode and prefill alike. `Auto` computes on
+    /// every core however little of the experts the pager keeps: a core left to the helper
+    /// threads (reads ahead, evictions) was worth less than a second compute thread
+    /// wherever it was measured with this build's hook. W1 at 4 GiB (a sixth of the experts
+    /// cached, 2 cores): on an Intel Xeon VM 2.80 decode tok/s with two compute threads
+    /// against 2.23 with one and the helpers (1.25x), and 0.94 against 0.91 with the disk
+    /// throttled to 400 MB/s; on an AMD EPYC VM 1.40 against 1.36 (STATUS.md). An earlier
+    /// build, whose hook made every call on the compute thread, had it the other way on an
+    /// Intel Xeon (1.56 against 1.38).
+    pub fn on_cores(self, cores: u32) -> u32 {
+        match self {
             Threads::Fixed(n) => n,
             Threads::Auto => cores.max(1),
-        };
-        ComputeThreads {
-            decode: n,
-            batch: n,
         }
     }
 }
@@ -78,34 +67,10 @@ mod tests {
 
     #[test]
     fn auto_computes_on_every_core_and_fixed_counts_are_kept() {
-        assert_eq!(
-            ComputeThreads::new(Threads::Auto, 2),
-            ComputeThreads {
-                decode: 2,
-                batch: 2
-            }
-        );
-        assert_eq!(
-            ComputeThreads::new(Threads::Auto, 8),
-            ComputeThreads {
-                decode: 8,
-                batch: 8
-            }
-        );
+        assert_eq!(Threads::Auto.on_cores(2), 2);
+        assert_eq!(Threads::Auto.on_cores(8), 8);
         // Never fewer than one compute thread.
-        assert_eq!(
-            ComputeThreads::new(Threads::Auto, 0),
-            ComputeThreads {
-                decode: 1,
-                batch: 1
-            }
-        );
-        assert_eq!(
-            ComputeThreads::new(Threads::Fixed(3), 2),
-            ComputeThreads {
-                decode: 3,
-                batch: 3
-            }
-        );
+        assert_eq!(Threads::Auto.on_cores(0), 1);
+        assert_eq!(Threads::Fixed(3).on_cores(2), 3);
     }
 }
