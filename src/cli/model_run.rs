@@ -41,7 +41,8 @@ pub struct ModelRunArgs {
     #[command(flatten)]
     pub shape: ShapeArgs,
     /// Compute threads for decode and prefill, or `auto`: one per physical core this
-    /// process may run on, as llama.cpp's own tools default to (a core left to the helper
+    /// process may run on (performance cores only on a hybrid CPU), as llama.cpp's own
+    /// tools default to (a core left to the helper
     /// threads that read ahead and evict, `-t` below the cores, decoded slower wherever it
     /// was measured, even at small budgets on a slow disk).
     #[arg(short = 't', long, default_value = "auto")]

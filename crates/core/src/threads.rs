@@ -33,8 +33,8 @@ impl std::fmt::Display for Threads {
 }
 
 impl Threads {
-    /// The compute threads of a run on `cores` cores (physical ones:
-    /// `epm_sys::proc::compute_cores`), for decode and prefill alike. `Auto` computes on
+    /// The compute threads of a run on `cores` cores (physical ones, performance cores on a
+    /// hybrid CPU: `epm_sys::proc::compute_cores`), for decode and prefill alike. `Auto` computes on
     /// every core however little of the experts the pager keeps: a core left to the helper
     /// threads (reads ahead, evictions) was worth less than a second compute thread
     /// wherever it was measured with this build's hook. W1 at 4 GiB (a sixth of the experts

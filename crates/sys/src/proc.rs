@@ -216,26 +216,68 @@ pub fn cgroup_memory_limit() -> Option<u64> {
 }
 
 /// The cores compute should use by default: one thread per physical core, as llama.cpp's
-/// own tools default to (`common_cpu_get_num_physical_cores`: the distinct
-/// `topology/thread_siblings` masks of `cpu0`, `cpu1`, ... until one is missing), since
-/// two hyperthreads of one core share its vector units and decode's memory bandwidth; and
+/// own tools default to (`common_cpu_get_num_math`), since two hyperthreads of one core
+/// share its vector units and decode's memory bandwidth; on a hybrid CPU only its
+/// performance cores, since ggml's threads work in lockstep and wait for the slowest; and
 /// no more than the CPUs this process may run on (affinity, a cgroup's CPU quota). At least
-/// one.
+/// one. Matching upstream's default count matters beyond speed: llama.cpp's logits at long
+/// contexts depend on the thread count, so a default run is bit-identical to upstream's
+/// default run only at the same count.
 pub fn compute_cores() -> u32 {
     let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let masks = (0..).map_while(|cpu| {
-        std::fs::read_to_string(format!(
-            "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings"
-        ))
-        .ok()
+    let cores = math_cores(Path::new("/sys/devices"), allowed);
+    u32::try_from(cores).unwrap_or(u32::MAX)
+}
+
+/// [`compute_cores`] over a sysfs `devices` directory (a fake one in tests).
+///
+/// Physical cores are the distinct `system/cpu/cpuN/topology/thread_siblings` masks of
+/// `cpu0`, `cpu1`, ... until one is missing (`common_cpu_get_num_physical_cores`). A hybrid
+/// CPU is one whose kernel lists two core types as perf devices, `cpu_core` and `cpu_atom`
+/// (Intel's performance and efficiency cores, Linux 5.13 on); there only the CPUs of
+/// `cpu_core/cpus` count, as llama.cpp's CPUID walk counts every core but Intel's Atom
+/// type. Nothing readable: `allowed`.
+fn math_cores(sys_devices: &Path, allowed: usize) -> usize {
+    let cpu_dir = sys_devices.join("system/cpu");
+    let masks = (0u32..).map_while(|cpu| {
+        std::fs::read_to_string(cpu_dir.join(format!("cpu{cpu}/topology/thread_siblings")))
+            .ok()
+            .map(|mask| (cpu, mask))
     });
+    let hybrid = sys_devices.join("cpu_atom/cpus").exists();
+    let performance = hybrid
+        .then(|| std::fs::read_to_string(sys_devices.join("cpu_core/cpus")).ok())
+        .flatten()
+        .and_then(|list| parse_cpu_list(&list));
+    let masks: Vec<String> = masks
+        .filter(|(cpu, _)| performance.as_ref().is_none_or(|p| p.contains(cpu)))
+        .map(|(_, mask)| mask)
+        .collect();
     let physical = distinct_cores(masks);
-    let cores = if physical == 0 {
-        allowed
+    if physical == 0 {
+        allowed.max(1)
     } else {
-        physical.min(allowed)
-    };
-    u32::try_from(cores.max(1)).unwrap_or(u32::MAX)
+        physical.min(allowed).max(1)
+    }
+}
+
+/// A sysfs CPU list (`0-7,16,18-19`) as a set; `None` when malformed or empty.
+fn parse_cpu_list(list: &str) -> Option<std::collections::BTreeSet<u32>> {
+    let mut cpus = std::collections::BTreeSet::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?),
+            None => {
+                let cpu = part.parse::<u32>().ok()?;
+                (cpu, cpu)
+            }
+        };
+        if last < first || last - first > 1 << 16 {
+            return None;
+        }
+        cpus.extend(first..=last);
+    }
+    (!cpus.is_empty()).then_some(cpus)
 }
 
 /// The physical cores among CPUs' thread-sibling masks: one per distinct non-empty mask.
@@ -453,6 +495,68 @@ mod tests {
         let cores = compute_cores();
         assert!(cores >= 1);
         assert!(cores as usize <= std::thread::available_parallelism().unwrap().get());
+    }
+
+    /// A fake sysfs `devices` tree: each CPU's thread-sibling mask, and the perf devices'
+    /// CPU lists where given.
+    fn fake_sysfs(masks: &[&str], core: Option<&str>, atom: Option<&str>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (cpu, mask) in masks.iter().enumerate() {
+            let topology = dir.path().join(format!("system/cpu/cpu{cpu}/topology"));
+            std::fs::create_dir_all(&topology).unwrap();
+            std::fs::write(topology.join("thread_siblings"), format!("{mask}\n")).unwrap();
+        }
+        for (device, list) in [("cpu_core", core), ("cpu_atom", atom)] {
+            if let Some(list) = list {
+                std::fs::create_dir_all(dir.path().join(device)).unwrap();
+                std::fs::write(dir.path().join(device).join("cpus"), format!("{list}\n")).unwrap();
+            }
+        }
+        dir
+    }
+
+    #[test]
+    fn a_hybrid_cpu_computes_on_its_performance_cores_only() {
+        // Six performance cores of two hyperthreads (cpu0-11, siblings adjacent) and eight
+        // efficiency cores (cpu12-19), as an Intel laptop part lists them.
+        let mut masks: Vec<String> = (0..6)
+            .flat_map(|c| {
+                let mask = format!("{:x}", 3u32 << (2 * c));
+                [mask.clone(), mask]
+            })
+            .collect();
+        masks.extend((12..20).map(|c| format!("{:x}", 1u32 << c)));
+        let masks: Vec<&str> = masks.iter().map(String::as_str).collect();
+        let hybrid = fake_sysfs(&masks, Some("0-11"), Some("12-19"));
+        assert_eq!(math_cores(hybrid.path(), 20), 6);
+        // The CPUs this process may run on still cap it.
+        assert_eq!(math_cores(hybrid.path(), 4), 4);
+        // The same topology without the two perf devices: every physical core.
+        let plain = fake_sysfs(&masks, None, None);
+        assert_eq!(math_cores(plain.path(), 20), 14);
+        // A `cpu_core` device alone (one core type: a non-hybrid Intel CPU) filters nothing.
+        let one_type = fake_sysfs(&masks, Some("0-19"), None);
+        assert_eq!(math_cores(one_type.path(), 20), 14);
+        // An unreadable performance list: every physical core rather than none.
+        let broken = fake_sysfs(&masks, Some("garbage"), Some("12-19"));
+        assert_eq!(math_cores(broken.path(), 20), 14);
+        // No topology at all (a container without sysfs): the allowed CPUs.
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(math_cores(empty.path(), 3), 3);
+        assert_eq!(math_cores(empty.path(), 0), 1);
+    }
+
+    #[test]
+    fn cpu_lists_parse_as_sysfs_writes_them() {
+        let set = |v: &[u32]| v.iter().copied().collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(set(&[0, 1, 2, 3, 8, 10, 11]))
+        );
+        assert_eq!(parse_cpu_list("5"), Some(set(&[5])));
+        for bad in ["", "\n", "3-1", "a-b", "1,,x", "0-4294967295"] {
+            assert_eq!(parse_cpu_list(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
