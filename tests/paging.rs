@@ -47,6 +47,8 @@ fn paged_output_is_bit_identical_at_three_budgets() {
         "one f32 row per sampled position"
     );
     let ref_ids = ref_stats.tokens.generated_ids.clone();
+    // Unpaged, each graph starts ggml's threads, as upstream's does.
+    assert_eq!(ref_stats.hook.pool_threads, 0);
     let distinct: std::collections::HashSet<_> = ref_ids.iter().collect();
     assert!(
         distinct.len() * 2 >= ref_ids.len(),
@@ -67,6 +69,9 @@ fn paged_output_is_bit_identical_at_three_budgets() {
             "tokens differ at {budget} MiB"
         );
         assert!(logits == ref_logits, "logits differ at {budget} MiB");
+        // Paged, the same logits come from a pool of the run's two compute threads kept
+        // across the graph's splits.
+        assert_eq!(stats.hook.pool_threads, 2, "{budget} MiB");
         if i < 2 {
             assert!(
                 stats.experts.evictions > 0,

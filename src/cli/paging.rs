@@ -197,8 +197,8 @@ impl PagingArgs {
                 (_, true) => false,
                 _ => threads < cores,
             },
-            // The assistant runs only while the hook waits, when ggml's other threads have
-            // exited: it needs a second core, not a free one.
+            // The assistant runs only while the hook waits, when ggml's other threads sleep:
+            // it needs a second core, not a free one.
             assist_thread: match (self.assist_thread, self.no_assist_thread) {
                 (true, _) => true,
                 (_, true) => false,

@@ -1,9 +1,9 @@
 //! A second pair of hands for the hook's system calls, busy only while the hook waits for
 //! them.
 //!
-//! The hook runs between two graph splits: ggml's other compute threads have exited (no
-//! threadpool is kept between splits), so while the hook makes its calls every other core
-//! is idle. The calls of one routing step (`MADV_WILLNEED` of the missing experts,
+//! The hook runs between two graph splits: ggml's other compute threads sleep (the thread
+//! pool kept for a hooked context does not poll), so while the hook makes its calls every
+//! other core is idle. The calls of one routing step (`MADV_WILLNEED` of the missing experts,
 //! `MADV_DONTNEED` + `POSIX_FADV_DONTNEED` of the evicted ones) are independent of each
 //! other, and their cost is the kernel's per-page work. The advisor collects them, and at
 //! the step's flush the hook and the assisting thread take them one at a time from the same

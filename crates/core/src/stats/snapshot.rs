@@ -88,6 +88,8 @@ pub struct RunStats {
     /// Wall time inside the hook for routed layers: all ubatches, and decode steps only.
     pub hook_ns: Counter,
     pub hook_decode_ns: Counter,
+    /// The compute threads of the pool kept for a hooked context (0: none).
+    pub hook_pool_threads: Counter,
     pub io_counters: Arc<IoCounters>,
     /// The longest range one readahead call reads in full (smallest over the model's files).
     pub willneed_chunk_bytes: Counter,
@@ -431,6 +433,11 @@ pub struct HookSection {
     /// microseconds: over the run, and over decode steps only.
     pub busy_us: u64,
     pub decode_busy_us: u64,
+    /// The compute threads ggml keeps for the hooked context between graphs, since the
+    /// hook splits each ubatch's graph at every MoE layer; 0 when each graph starts its own
+    /// (unpaged runs, as upstream's). Added within schema 2.
+    #[serde(default)]
+    pub pool_threads: u64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -649,6 +656,7 @@ impl RunStats {
                 panicked: self.hook_panicked.load(Ordering::Relaxed),
                 busy_us: self.hook_ns.get() / 1000,
                 decode_busy_us: self.hook_decode_ns.get() / 1000,
+                pool_threads: self.hook_pool_threads.get(),
             },
             prompt_store: PromptStoreSection {
                 saved: self.prefixes_saved.get(),

@@ -382,9 +382,64 @@ unsafe extern "C" fn trampoline(t: *mut ggml_tensor, ask: bool, user_data: *mut 
 pub(crate) struct HookedContext<'m> {
     ctx: LlamaContext<'m>,
     hook: Box<HookState>,
+    /// The compute threads of a hooked context, attached to it: after the context, which
+    /// points to them, has gone.
+    _pool: Option<ComputePool>,
     /// The run's stopping flag ([`HookedContext::abort_when`]), read by llama.cpp's abort
     /// callback during each [`HookedContext::decode`].
     abort: Option<Arc<AtomicBool>>,
+}
+
+/// ggml's compute threads kept for the life of a hooked context.
+///
+/// Without a pool of its own, ggml's CPU backend starts its worker threads for each graph
+/// it computes and joins them at the end. Unhooked, that is once per ubatch; hooked, the
+/// eval callback splits the graph at every MoE layer's routing, so the threads were started
+/// and joined once per layer per ubatch. Each start rolls the scheduler's dice: a worker
+/// placed on the core its main thread runs on spins with it at every barrier of the graph,
+/// a scheduler slice at a time. On a 2-core VM one decode run in five of the qwen3 mini
+/// (8 MoE layers) ran 3-25x slower so, and the others paid about 80 us per split (STATUS.md).
+/// A pool's workers stay on their cores between graphs and sleep there
+/// ([`ComputePool::POLL`]). The arithmetic is ggml's either way: each thread computes the
+/// same share of each node, so the logits are the same bytes.
+struct ComputePool(std::ptr::NonNull<llama_cpp_sys_2::ggml_threadpool>);
+
+impl ComputePool {
+    /// ggml's polling level for idle workers (0-100; its default, 50, spins for some
+    /// milliseconds before sleeping). None: between two graphs of a hooked context the hook
+    /// makes its system calls, and the thread that shares them (`sys::assist`) needs the
+    /// core a spinning worker would hold.
+    const POLL: u32 = 0;
+
+    /// A pool of `threads` workers (the calling thread is the first), attached to `ctx` for
+    /// its decode and prompt graphs alike; `None` (each graph starts its own threads, as
+    /// before) when ggml cannot make one.
+    fn attach(ctx: &LlamaContext<'_>, threads: i32) -> Option<ComputePool> {
+        // SAFETY: plain value initialisation by ggml; the threads count is positive.
+        let mut params = unsafe { llama_cpp_sys_2::ggml_threadpool_params_default(threads.max(1)) };
+        params.poll = Self::POLL;
+        // SAFETY: `params` is initialised above and only read during the call.
+        let pool =
+            std::ptr::NonNull::new(unsafe { llama_cpp_sys_2::ggml_threadpool_new(&mut params) })?;
+        // SAFETY: `ctx` is live; the pool outlives it (`HookedContext` drops the context
+        // first), so the context never computes on a freed pool.
+        unsafe {
+            llama_cpp_sys_2::llama_attach_threadpool(
+                ctx.as_ptr().cast_mut(),
+                pool.as_ptr(),
+                pool.as_ptr(),
+            )
+        };
+        Some(ComputePool(pool))
+    }
+}
+
+impl Drop for ComputePool {
+    fn drop(&mut self) {
+        // SAFETY: the pool came from `ggml_threadpool_new`, is freed once, here, and the
+        // context it was attached to has already been freed.
+        unsafe { llama_cpp_sys_2::ggml_threadpool_free(self.0.as_ptr()) }
+    }
 }
 
 /// Whether the client of a batch's only sequence has gone: read between graph nodes, so it
@@ -476,10 +531,16 @@ impl<'m> HookedContext<'m> {
                 cparams.with_cb_eval(Some(trampoline), &*hook as *const HookState as *mut c_void)
             };
         }
+        let threads = cparams.n_threads().max(cparams.n_threads_batch());
         let ctx = model.new_context(backend, cparams)?;
+        let pool = hooked.then(|| ComputePool::attach(&ctx, threads)).flatten();
+        if pool.is_some() {
+            hook.stats.hook_pool_threads.set(threads.max(1) as u64);
+        }
         Ok(HookedContext {
             ctx,
             hook,
+            _pool: pool,
             abort: None,
         })
     }
