@@ -14,7 +14,7 @@ import argparse, json, os, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
-from epmlib import disk_read_mb_s, disk_steady, machine, stats_decode  # noqa: E402
+from epmlib import add_build_args, build_labels, disk_read_mb_s, disk_steady, machine, stats_decode  # noqa: E402
 
 
 def spread(xs):
@@ -24,10 +24,7 @@ def spread(xs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", action="append", required=True)
-    ap.add_argument("--label", action="append")
-    ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--budget-mb", type=int, required=True)
+    add_build_args(ap)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-c", type=int, default=4096)
     ap.add_argument("-t", "--threads", action="append",
@@ -40,8 +37,7 @@ def main():
                          "once per --bin, in order: the same build with and without a flag")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    labels = a.label or [f"bin{i}" for i in range(len(a.bin))]
-    assert len(labels) == len(a.bin), "one --label per --bin"
+    labels = build_labels(a)
     threads = a.threads or ["2"]
     threads = threads * len(a.bin) if len(threads) == 1 else threads
     assert len(threads) == len(a.bin), "one -t for all, or one per --bin"

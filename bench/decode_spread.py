@@ -14,15 +14,12 @@ import argparse, json, os, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
-from epmlib import machine  # noqa: E402
+from epmlib import add_build_args, build_labels, machine  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", action="append", required=True)
-    ap.add_argument("--label", action="append")
-    ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--budget-mb", type=int, required=True)
+    add_build_args(ap)
     ap.add_argument("-n", type=int, default=256)
     ap.add_argument("-t", "--threads", default="2")
     ap.add_argument("-p", "--prompt", default="Tell me a story")
@@ -30,9 +27,7 @@ def main():
     ap.add_argument("--timeout-s", type=int, default=120, help="per run")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    labels = a.label or [f"bin{i}" for i in range(len(a.bin))]
-    if len(labels) != len(a.bin):
-        sys.exit("give one --label per --bin")
+    labels = build_labels(a)
     speeds = {label: [] for label in labels}
     tokens = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -330,3 +330,21 @@ def write_report(out, report, tmp=None, summary_keys=None):
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     sys.exit(0 if report.get("all_passed", report.get("passed")) else 1)
+
+
+def add_build_args(ap):
+    """The arguments of a script that runs several builds of epm-run side by side on one
+    model: `--bin` (repeated), `--label` (one per `--bin`), `-m` and `--budget-mb`."""
+    ap.add_argument("--bin", action="append", required=True)
+    ap.add_argument("--label", action="append")
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--budget-mb", type=int, required=True)
+
+
+def build_labels(a):
+    """The labels of `add_build_args`' builds: as given, else bin0, bin1, ...; exits when
+    their count is not the builds'."""
+    labels = a.label or [f"bin{i}" for i in range(len(a.bin))]
+    if len(labels) != len(a.bin):
+        sys.exit("give one --label per --bin")
+    return labels
