@@ -42,9 +42,9 @@ pub struct ModelRunArgs {
     pub shape: ShapeArgs,
     /// Compute threads for decode and prefill, or `auto`: one per physical core this
     /// process may run on (performance cores only on a hybrid CPU), as llama.cpp's own
-    /// tools default to (a core left to the helper
-    /// threads that read ahead and evict, `-t` below the cores, decoded slower wherever it
-    /// was measured, even at small budgets on a slow disk).
+    /// tools default to (a core left to the helper threads that read ahead and evict, `-t`
+    /// below the cores, decoded slower wherever it was measured, even at small budgets on a
+    /// slow disk).
     #[arg(short = 't', long, default_value = "auto")]
     pub threads: Threads,
     /// Logical batch size for prompts.

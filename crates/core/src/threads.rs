@@ -34,10 +34,10 @@ impl std::fmt::Display for Threads {
 
 impl Threads {
     /// The compute threads of a run on `cores` cores (physical ones, performance cores on a
-    /// hybrid CPU: `epm_sys::proc::compute_cores`), for decode and prefill alike. `Auto` computes on
-    /// every core however little of the experts the pager keeps: a core left to the helper
-    /// threads (reads ahead, evictions) was worth less than a second compute thread
-    /// wherever it was measured with this build's hook. W1 at 4 GiB (a sixth of the experts
+    /// hybrid CPU: `epm_sys::proc::compute_cores`), for decode and prefill alike. `Auto`
+    /// computes on every core however little of the experts the pager keeps: a core left to
+    /// the helper threads (reads ahead, evictions) was worth less than a second compute
+    /// thread wherever it was measured with this build's hook. W1 at 4 GiB (a sixth of the experts
     /// cached, 2 cores): on an Intel Xeon VM 2.80 decode tok/s with two compute threads
     /// against 2.23 with one and the helpers (1.25x), and 0.94 against 0.91 with the disk
     /// throttled to 400 MB/s; on an AMD EPYC VM 1.40 against 1.36 (STATUS.md). An earlier

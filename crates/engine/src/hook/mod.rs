@@ -397,8 +397,9 @@ pub(crate) struct HookedContext<'m> {
 /// eval callback splits the graph at every MoE layer's routing, so the threads were started
 /// and joined once per layer per ubatch. Each start rolls the scheduler's dice: a worker
 /// placed on the core its main thread runs on spins with it at every barrier of the graph,
-/// a scheduler slice at a time. On a 2-core VM one decode run in five of the qwen3 mini
-/// (8 MoE layers) ran 3-25x slower so, and the others paid about 80 us per split (STATUS.md).
+/// a scheduler slice at a time. On a 2-core VM one decode run of the qwen3 mini (8 MoE
+/// layers) in three to five ran 3-25x slower so, and the others paid about 80 us per split
+/// (STATUS.md).
 /// A pool's workers stay on their cores between graphs and sleep there
 /// ([`ComputePool::POLL`]). The arithmetic is ggml's either way: each thread computes the
 /// same share of each node, so the logits are the same bytes.
@@ -406,9 +407,9 @@ struct ComputePool(std::ptr::NonNull<llama_cpp_sys_2::ggml_threadpool>);
 
 impl ComputePool {
     /// ggml's polling level for idle workers (0-100; its default, 50, spins for some
-    /// milliseconds before sleeping). None: between two graphs of a hooked context the hook
-    /// makes its system calls, and the thread that shares them (`sys::assist`) needs the
-    /// core a spinning worker would hold.
+    /// milliseconds before sleeping). Here 0, sleep at once: between two graphs of a hooked
+    /// context the hook makes its system calls, and the thread that shares them
+    /// (`sys::assist`) needs the core a spinning worker would hold.
     const POLL: u32 = 0;
 
     /// A pool of `threads` workers (the calling thread is the first), attached to `ctx` for
