@@ -410,9 +410,6 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     );
 }
 
-/// `-ub auto` picks the largest ubatch the context allows (1024 at `-c 1024`) when every
-/// expert fits and 128 at the plan's minimum, and a paged run with its pick (no larger than
-/// the prompt needs) is byte-identical to an unpaged run at the same ubatch.
 /// `-t auto` decodes on as many threads as an unpaged run at every budget. llama.cpp's
 /// decode at a long context depends on its thread count (the attention's work is split
 /// across threads), so a paged decode on fewer threads than upstream's, as `auto` once
@@ -420,8 +417,8 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
 #[test]
 fn auto_threads_decode_as_an_unpaged_run_does_below_a_third_of_the_experts() {
     let _serial = serial();
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("skipped: one core, where every thread count is one");
+    if epm_sys::proc::compute_cores() < 2 {
+        eprintln!("skipped: one core, where `-t auto` is one thread");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -466,6 +463,9 @@ fn auto_threads_decode_as_an_unpaged_run_does_below_a_third_of_the_experts() {
     assert_within_budget(&stats);
 }
 
+/// `-ub auto` picks the largest ubatch the context allows (1024 at `-c 1024`) when every
+/// expert fits and 128 at the plan's minimum, and a paged run with its pick (no larger than
+/// the prompt needs) is byte-identical to an unpaged run at the same ubatch.
 #[test]
 fn auto_ubatch_follows_the_budget_and_stays_bit_identical() {
     let _serial = serial();

@@ -399,8 +399,7 @@ pub(crate) struct HookedContext<'m> {
 /// placed on the core its main thread runs on spins with it at every barrier of the graph,
 /// a scheduler slice at a time. On a 2-core VM one decode run of the qwen3 mini (8 MoE
 /// layers) in three to five ran 3-25x slower so, and the others paid about 80 us per split
-/// (STATUS.md).
-/// A pool's workers stay on their cores between graphs and sleep there
+/// (STATUS.md). A pool's workers stay on their cores between graphs and sleep there
 /// ([`ComputePool::POLL`]). The arithmetic is ggml's either way: each thread computes the
 /// same share of each node, so the logits are the same bytes.
 struct ComputePool(std::ptr::NonNull<llama_cpp_sys_2::ggml_threadpool>);
@@ -412,12 +411,12 @@ impl ComputePool {
     /// (`sys::assist`) needs the core a spinning worker would hold.
     const POLL: u32 = 0;
 
-    /// A pool of `threads` workers (the calling thread is the first), attached to `ctx` for
-    /// its decode and prompt graphs alike; `None` (each graph starts its own threads, as
-    /// before) when ggml cannot make one.
+    /// A pool of `threads` (at least one) workers (the calling thread is the first),
+    /// attached to `ctx` for its decode and prompt graphs alike; `None` (each graph starts
+    /// its own threads, as before) when ggml cannot make one.
     fn attach(ctx: &LlamaContext<'_>, threads: i32) -> Option<ComputePool> {
         // SAFETY: plain value initialisation by ggml; the threads count is positive.
-        let mut params = unsafe { llama_cpp_sys_2::ggml_threadpool_params_default(threads.max(1)) };
+        let mut params = unsafe { llama_cpp_sys_2::ggml_threadpool_params_default(threads) };
         params.poll = Self::POLL;
         // SAFETY: `params` is initialised above and only read during the call.
         let pool =
@@ -532,11 +531,11 @@ impl<'m> HookedContext<'m> {
                 cparams.with_cb_eval(Some(trampoline), &*hook as *const HookState as *mut c_void)
             };
         }
-        let threads = cparams.n_threads().max(cparams.n_threads_batch());
+        let threads = cparams.n_threads().max(cparams.n_threads_batch()).max(1);
         let ctx = model.new_context(backend, cparams)?;
         let pool = hooked.then(|| ComputePool::attach(&ctx, threads)).flatten();
         if pool.is_some() {
-            hook.stats.hook_pool_threads.set(threads.max(1) as u64);
+            hook.stats.hook_pool_threads.set(threads as u64);
         }
         Ok(HookedContext {
             ctx,
