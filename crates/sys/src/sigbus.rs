@@ -6,9 +6,10 @@
 //!
 //! A run may leave last words ([`on_fault`]: the stats file): the handler then wakes a
 //! thread of their own through a pipe (`write` is async-signal-safe) and parks the faulting
-//! thread; that thread runs them, outside the signal handler, and exits with the code. A
-//! second fault, or last words that take longer than [`LAST_WORDS_TIMEOUT_MS`], end the
-//! process at once.
+//! thread; that thread runs them, outside the signal handler, and exits with the code.
+//! Another thread's fault meanwhile (the compute threads read the same tensors) parks that
+//! thread too, so the last words are not cut short; last words that take longer than
+//! [`LAST_WORDS_TIMEOUT_MS`] end the process without them.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
@@ -37,6 +38,8 @@ static SLOT_TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
 static LAST_WORDS_FD: AtomicI32 = AtomicI32::new(-1);
 /// Set by the first fault in a watched mapping.
 static FAULTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Faults in watched mappings so far (each parks its thread, or ends the process).
+static FAULTS: AtomicUsize = AtomicUsize::new(0);
 /// How long the faulting thread waits for the last words before it ends the process.
 pub const LAST_WORDS_TIMEOUT_MS: u64 = 5000;
 static USED: AtomicUsize = AtomicUsize::new(0);
@@ -118,6 +121,11 @@ pub fn on_fault(last_words: Box<dyn FnOnce() + Send>) -> bool {
     true
 }
 
+/// Faults in watched mappings so far in this process (for the last words, and tests).
+pub fn faults() -> usize {
+    FAULTS.load(Ordering::Acquire)
+}
+
 /// Stop watching every range (the mappings are gone).
 pub fn forget_all() {
     for slot in &SLOT_TABLE {
@@ -137,6 +145,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
         let len = slot.message_len.load(Ordering::Relaxed);
         let code = EXIT_CODE.load(Ordering::Relaxed);
         let first = !FAULTED.swap(true, Ordering::AcqRel);
+        FAULTS.fetch_add(1, Ordering::AcqRel);
         let fd = LAST_WORDS_FD.load(Ordering::Acquire);
         // SAFETY: `write`, `nanosleep` and `_exit` are async-signal-safe; `msg` points to
         // `len` leaked bytes that live for the rest of the process, and `fd` is the pipe's
@@ -145,9 +154,12 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
             if first {
                 libc::write(2, msg as *const libc::c_void, len);
             }
-            if first && fd >= 0 {
-                // Wake the last words and park this thread until they end the process.
-                libc::write(fd, b"!".as_ptr().cast(), 1);
+            if fd >= 0 {
+                // The first fault wakes the last words; every faulting thread parks until
+                // they end the process (an `_exit` here would cut them short).
+                if first {
+                    libc::write(fd, b"!".as_ptr().cast(), 1);
+                }
                 let tick = libc::timespec {
                     tv_sec: 0,
                     tv_nsec: 10_000_000,
@@ -164,5 +176,84 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
     // SAFETY: resetting a signal's disposition to SIG_DFL is async-signal-safe.
     unsafe {
         libc::signal(sig, libc::SIG_DFL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+
+    const CHILD: &str = "EPM_SIGBUS_TEST_CHILD";
+
+    /// In a child process (the handler ends it): two threads read a truncated mapping one
+    /// after the other, the second while the first's last words are still running; the
+    /// last words wait for the second fault, then write their file.
+    fn child(dir: &Path) -> ! {
+        let path = dir.join("model");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&vec![1u8; 1 << 20]).unwrap();
+        let map = map_file(&path);
+        install(7);
+        let (start, len) = (map.as_ptr() as usize, map.len());
+        assert!(watch(&path, &[(start, start + len)]));
+        let words = dir.join("last-words");
+        assert!(on_fault(Box::new(move || {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while faults() < 2 && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            std::fs::write(&words, faults().to_string()).unwrap();
+        })));
+        f.set_len(0).unwrap();
+        let map = std::sync::Arc::new(map);
+        let second = {
+            let map = map.clone();
+            std::thread::spawn(move || {
+                while faults() < 1 {
+                    std::thread::yield_now();
+                }
+                std::hint::black_box(map[4096]);
+            })
+        };
+        std::hint::black_box(map[0]);
+        second.join().unwrap();
+        unreachable!("both reads fault");
+    }
+
+    /// A read-only mapping of `path`.
+    fn map_file(path: &Path) -> memmap2::Mmap {
+        let f = std::fs::File::open(path).unwrap();
+        // SAFETY: the test truncates the file under the mapping on purpose: the reads of
+        // the vanished pages raise SIGBUS, which the handler under test catches.
+        unsafe { memmap2::Mmap::map(&f).unwrap() }
+    }
+
+    #[test]
+    fn a_second_fault_waits_for_the_first_faults_last_words() {
+        if let Some(dir) = std::env::var_os(CHILD) {
+            child(Path::new(&dir));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "sigbus::tests::a_second_fault_waits_for_the_first_faults_last_words",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "{stderr}");
+        assert!(
+            stderr.contains("changed while epm-run was using it"),
+            "{stderr}"
+        );
+        let words = std::fs::read_to_string(dir.path().join("last-words"))
+            .unwrap_or_else(|e| panic!("no last words ({e}): {stderr}"));
+        assert_eq!(words, "2");
     }
 }
