@@ -77,6 +77,8 @@ def main():
                  "advice_calls_ms_per_token": (s["io"]["will_need_us"] + s["io"]["evict_us"]) / 1e3
                  / max(s["tokens"]["prompt"] + s["tokens"]["generated"], 1),
                  "assist_calls": s["io"].get("assist_calls", 0),
+                 "assist_steps_shared": s["io"].get("assist_steps_shared", 0),
+                 "assist_steps_alone": s["io"].get("assist_steps_alone", 0),
                  "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit"),
                  "disk_mb_s_before": disk_before, "disk_mb_s_after": disk_after}
             runs[label].append(r)

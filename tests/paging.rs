@@ -49,6 +49,7 @@ fn paged_output_is_bit_identical_at_three_budgets() {
     let ref_ids = ref_stats.tokens.generated_ids.clone();
     // Unpaged, each graph starts ggml's threads, as upstream's does.
     assert_eq!(ref_stats.hook.pool_threads, 0);
+    let two_cores = epm_sys::proc::compute_cores() > 1;
     let distinct: std::collections::HashSet<_> = ref_ids.iter().collect();
     assert!(
         distinct.len() * 2 >= ref_ids.len(),
@@ -77,10 +78,40 @@ fn paged_output_is_bit_identical_at_three_budgets() {
                 stats.experts.evictions > 0,
                 "expected evictions at {budget} MiB, stats: {stats:?}"
             );
+            if two_cores {
+                assert_steps_timed_both_ways(&stats.io);
+            }
         }
         assert!(stats.memory.peak_rss_bytes <= budget * MIB);
         assert!(!stats.hook.panicked);
     }
+
+    // Every step shared, as asked: the same logits.
+    if two_cores {
+        let b = min_mb.to_string();
+        let (logits, stats) = generate(
+            &model,
+            dir.path(),
+            "always",
+            &["--ram-budget-mb", &b, "--assist-thread"],
+            "48",
+        );
+        assert!(logits == ref_logits, "logits differ with every step shared");
+        assert!(stats.io.assist_steps_shared > 0, "{:?}", stats.io);
+        assert_eq!(stats.io.assist_steps_alone, 0);
+    }
+}
+
+/// With a second core the hook times its steps shared and alone from the start, as many
+/// of each until both have their warm-up (`epm_core::assist`, invariant 2).
+fn assert_steps_timed_both_ways(io: &epm_core::stats::IoSection) {
+    let (shared, alone) = (io.assist_steps_shared, io.assist_steps_alone);
+    assert!(shared + alone >= 2, "no step of two calls: {io:?}");
+    let warmup = u64::from(epm_core::assist::WARMUP_STEPS);
+    assert!(
+        shared.min(alone) >= warmup.min((shared + alone) / 2),
+        "shared {shared}, alone {alone}"
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
+use epm_core::assist::AssistMode;
 use epm_core::pager::{CachePolicy, EvictBy, PromptEviction, PromptReads};
 use epm_core::predict::PredictReads;
 use epm_engine::{PagingOptions, Prediction};
@@ -46,9 +47,11 @@ pub struct PagingArgs {
     /// Make evictions on the hook, on the compute thread.
     #[arg(long = "no-evict-thread", overrides_with = "evict_thread")]
     no_evict_thread: bool,
-    /// Share each routing step's reads and evictions (those left on the hook) with a thread
-    /// that works only while the hook waits for them, on a core that ggml leaves idle
-    /// between graph splits (the default on more than one core).
+    /// Share every routing step's reads and evictions (those left on the hook) with a
+    /// thread that works only while the hook waits for them, on a core that ggml leaves
+    /// idle between graph splits. By default, on more than one core, the thread shares
+    /// only the steps where that measures cheaper: the hook times steps both ways as it
+    /// runs and makes most the cheaper way.
     #[arg(long, overrides_with = "no_assist_thread")]
     assist_thread: bool,
     /// Make every call left on the hook on the compute thread.
@@ -200,9 +203,9 @@ impl PagingArgs {
             // The assistant runs only while the hook waits, when ggml's other threads sleep:
             // it needs a second core, not a free one.
             assist_thread: match (self.assist_thread, self.no_assist_thread) {
-                (true, _) => true,
-                (_, true) => false,
-                _ => cores > 1,
+                (true, _) => Some(AssistMode::Always),
+                (_, true) => None,
+                _ => (cores > 1).then_some(AssistMode::Measured),
             },
             prefill_predict_tokens: self.prefill_predict_tokens as usize,
             predict_reads: match self.predict_reads {

@@ -8,6 +8,7 @@
 //!   minimum budget and the expert budget the metadata promises.
 //! - [`budget`]: after load, the one split of the RAM budget into what every part uses.
 //! - [`threads`]: compute threads for decode and prefill (`-t`).
+//! - [`assist`]: whether the hook shares a routing step's calls with its assisting thread.
 //! - [`diagnose`]: whether decode waited on the disk, and the hint that says what helps.
 //! - [`stats`]: lock-free counters for the hot path and the stats JSON they snapshot into.
 //! - [`predict`]: the router math of cross-layer prediction (gating, groups, top-k).
@@ -17,6 +18,7 @@
 //! - [`units`]: byte units, written once.
 #![forbid(unsafe_code)]
 
+pub mod assist;
 pub mod budget;
 pub mod diagnose;
 pub mod heat;

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use epm_core::assist::{AssistChoice, AssistMode, StepWay};
 use epm_core::pager::{Advisor, FileRange};
 use epm_core::stats::IoCounters;
 
@@ -79,6 +80,8 @@ pub struct OsAdvisor {
     assist: Option<Assist<OsCalls>>,
     /// The calls collected for `assist` since the last `flush` (invariant 5).
     step: Vec<Op>,
+    /// Which way each step of two calls or more is made, from what each way cost.
+    assist_choice: AssistChoice,
     /// Reads a prompt's whole layers on a thread of its own when present
     /// (`with_whole_layer_reader`).
     whole_reader: Option<Worker>,
@@ -123,6 +126,7 @@ impl OsAdvisor {
             read_around: 0,
             assist: None,
             step: Vec::new(),
+            assist_choice: AssistChoice::new(AssistMode::Always),
             batch: Vec::with_capacity(BATCH_CAPACITY),
             redrop: Vec::with_capacity(REDROP_CAPACITY),
         }
@@ -209,13 +213,16 @@ impl OsAdvisor {
     /// Share each routing step's reads and evictions (those not handed to the readahead or
     /// eviction thread) with a thread that works only while the hook waits for them, on a
     /// core that is idle between graph splits. Two threads contend in the kernel, so the
-    /// hook saves about a third of the calls' time, not half (README).
-    pub fn with_assist_thread(mut self) -> OsAdvisor {
+    /// hook saves about a third of the calls' time, not half, or loses time where the
+    /// kernel's work per page is cheap; `mode` says whether every step is shared or only
+    /// where that measures cheaper (`epm_core::assist`).
+    pub fn with_assist_thread(mut self, mode: AssistMode) -> OsAdvisor {
         self.assist = Some(Assist::new(OsCalls {
             files: self.files.clone(),
             counters: self.counters.clone(),
         }));
         self.step = Vec::with_capacity(assist::STEP_CAPACITY);
+        self.assist_choice = AssistChoice::new(mode);
         self
     }
 
@@ -263,7 +270,37 @@ impl OsAdvisor {
         if self.step.is_empty() {
             return;
         }
-        assist.run(&mut self.step);
+        // A single call is made here at once: waking the thread would cost more than it
+        // saves, and the step says nothing about either way's cost.
+        if self.step.len() == 1 {
+            assist.run(&mut self.step, StepWay::Alone);
+        } else {
+            let way = self.assist_choice.next_way();
+            let bytes = self.step.iter().map(|op| op.call.range().len).sum();
+            let t = Instant::now();
+            assist.run(&mut self.step, way);
+            let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let before = self.assist_choice.preferred();
+            self.assist_choice.record(way, ns, bytes);
+            if self.assist_choice.preferred() != before {
+                let mib = |w| {
+                    self.assist_choice
+                        .per_byte(w)
+                        .map(|c| c * (1u64 << 20) as f64 / 1e6)
+                };
+                tracing::debug!(
+                    "the hook's steps are made {:?} now: ms per MiB advised alone {:?}, shared {:?}",
+                    self.assist_choice.preferred(),
+                    mib(StepWay::Alone),
+                    mib(StepWay::Shared)
+                );
+            }
+            let steps = match way {
+                StepWay::Alone => &self.counters.assist_steps_alone,
+                StepWay::Shared => &self.counters.assist_steps_shared,
+            };
+            steps.fetch_add(1, Ordering::Relaxed);
+        }
         for i in 0..self.step.len() {
             let op = self.step[i];
             self.counters
@@ -858,43 +895,55 @@ mod tests {
     }
 
     #[test]
-    fn an_assisted_step_ends_as_its_calls_were_asked() {
+    fn an_assisted_step_ends_as_its_calls_were_asked_either_way() {
         let len = 16u64 << 20;
         let (_map, m) = clean_mapping(len);
-        m.will_need(0, 8 << 20);
-        wait_for("the first half is read in", || {
-            m.resident_bytes(0, 8 << 20) == 8 << 20
-        });
         let counters = Arc::new(IoCounters::default());
-        let mut advisor =
-            OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone()).with_assist_thread();
-        // One step: two evictions, a range evicted then read again (it stays), two reads,
-        // and a range read then evicted (never read at all), among neighbours left alone.
-        advisor.evict(two_mib(0));
-        advisor.evict(two_mib(1));
-        advisor.evict(two_mib(2));
-        advisor.will_need(two_mib(2));
-        advisor.will_need(two_mib(4));
-        advisor.will_need(two_mib(5));
-        advisor.will_need(two_mib(6));
-        advisor.evict(two_mib(6));
-        // Invariant 5: the step holds no two calls on one page.
-        assert_eq!(advisor.step.len(), 6, "{:?}", advisor.step);
-        advisor.flush();
-        assert!(advisor.step.is_empty());
-        for i in [2, 4, 5] {
-            let r = two_mib(i);
-            wait_for(&format!("range {i} read in"), || {
-                advisor.files[0].resident_bytes(r.offset, r.len) == r.len
+        let mut advisor = OsAdvisor::new(vec![m], Prefetch::WillNeed, counters.clone())
+            .with_assist_thread(AssistMode::Measured);
+        // The measured choice times both ways from the start: shared, then alone.
+        for (round, way) in [StepWay::Shared, StepWay::Alone].into_iter().enumerate() {
+            let m = &advisor.files[0];
+            m.evict(0, len);
+            m.will_need(0, 8 << 20);
+            wait_for("the first half is read in", || {
+                m.resident_bytes(0, 8 << 20) == 8 << 20 && m.resident_bytes(8 << 20, 8 << 20) == 0
             });
+            // One step: two evictions, a range evicted then read again (it stays), two
+            // reads, and a range read then evicted (never read at all), among neighbours
+            // left alone.
+            advisor.evict(two_mib(0));
+            advisor.evict(two_mib(1));
+            advisor.evict(two_mib(2));
+            advisor.will_need(two_mib(2));
+            advisor.will_need(two_mib(4));
+            advisor.will_need(two_mib(5));
+            advisor.will_need(two_mib(6));
+            advisor.evict(two_mib(6));
+            // Invariant 5: the step holds no two calls on one page.
+            assert_eq!(advisor.step.len(), 6, "{:?}", advisor.step);
+            advisor.flush();
+            assert!(advisor.step.is_empty());
+            let steps = |c: &AtomicU64| c.load(Ordering::Relaxed);
+            let (shared, alone) = (
+                steps(&counters.assist_steps_shared),
+                steps(&counters.assist_steps_alone),
+            );
+            assert_eq!((shared, alone), (1, round as u64), "{way:?}");
+            for i in [2, 4, 5] {
+                let r = two_mib(i);
+                wait_for(&format!("range {i} read in"), || {
+                    advisor.files[0].resident_bytes(r.offset, r.len) == r.len
+                });
+            }
+            advisor.finish();
+            let m = &advisor.files[0];
+            for i in [0, 1, 6, 7] {
+                let r = two_mib(i);
+                assert_eq!(m.resident_bytes(r.offset, r.len), 0, "{way:?}: range {i}");
+            }
+            assert_eq!(m.resident_bytes(two_mib(3).offset, 2 << 20), 2 << 20);
         }
-        advisor.finish();
-        let m = &advisor.files[0];
-        for i in [0, 1, 6, 7] {
-            let r = two_mib(i);
-            assert_eq!(m.resident_bytes(r.offset, r.len), 0, "range {i}");
-        }
-        assert_eq!(m.resident_bytes(two_mib(3).offset, 2 << 20), 2 << 20);
         assert!(counters.will_need_ns.load(Ordering::Relaxed) > 0);
         assert!(counters.evict_ns.load(Ordering::Relaxed) > 0);
     }

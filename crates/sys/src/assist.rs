@@ -14,6 +14,7 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use epm_core::assist::StepWay;
 use epm_core::pager::FileRange;
 
 /// Calls collected in one step at most; a fuller step makes its calls inline.
@@ -26,6 +27,14 @@ pub(crate) enum Call {
     Read(FileRange),
     /// `MADV_DONTNEED` + `POSIX_FADV_DONTNEED` of the pages wholly inside the range.
     Evict(FileRange),
+}
+
+impl Call {
+    pub fn range(self) -> FileRange {
+        match self {
+            Call::Read(r) | Call::Evict(r) => r,
+        }
+    }
 }
 
 /// A call and what came of it.
@@ -138,21 +147,26 @@ impl<M: MakeCall> Assist<M> {
         }
     }
 
-    /// Make every call of `ops`, on this thread and the assisting one, and return when all
-    /// are made (invariant 2). `ops` comes back with each op's outcome, in the same order.
-    pub fn run(&self, ops: &mut Vec<Op>) {
+    /// Make every call of `ops`, on this thread and, when `way` is shared, the assisting
+    /// one, and return when all are made (invariant 2). `ops` comes back with each op's
+    /// outcome, in the same order.
+    pub fn run(&self, ops: &mut Vec<Op>, way: StepWay) {
         if ops.is_empty() {
             return;
         }
         let sh = &*self.shared;
+        if way == StepWay::Alone || ops.len() == 1 {
+            for op in ops.iter_mut() {
+                op.late = sh.calls.make(op.call);
+                op.assisted = false;
+            }
+            return;
+        }
         let mut st = sh.lock();
         debug_assert!(st.ops.is_empty() && st.busy == 0);
         std::mem::swap(&mut st.ops, ops);
         st.next = 0;
-        // A single call is made here at once: waking the thread would cost more than it saves.
-        if st.ops.len() > 1 {
-            sh.work.notify_one();
-        }
+        sh.work.notify_one();
         while let Some(i) = sh.claim(&mut st) {
             st = sh.make(st, i, false);
         }
@@ -205,6 +219,19 @@ mod tests {
         }
     }
 
+    /// A step of 64 calls on 1 MiB ranges: every third a read, the others evictions.
+    fn mixed_step() -> Vec<Op> {
+        let mut ops = Vec::with_capacity(STEP_CAPACITY);
+        ops.extend((0..64).map(|i| {
+            Op::new(if i % 3 == 0 {
+                Call::Read(range(i))
+            } else {
+                Call::Evict(range(i))
+            })
+        }));
+        ops
+    }
+
     /// Counts calls by range; evictions of odd ranges report a late drop. The first two
     /// calls of a step meet at a barrier: neither returns until the other has started, so
     /// a step of two or more calls is made by both threads, whatever the scheduler does.
@@ -242,15 +269,8 @@ mod tests {
         let assist = Assist::new(fake.clone());
         for step in 0..3 {
             fake.met.store(0, Ordering::SeqCst);
-            let mut ops = Vec::with_capacity(STEP_CAPACITY);
-            for i in 0..64 {
-                ops.push(Op::new(if i % 3 == 0 {
-                    Call::Read(range(i))
-                } else {
-                    Call::Evict(range(i))
-                }));
-            }
-            assist.run(&mut ops);
+            let mut ops = mixed_step();
+            assist.run(&mut ops, StepWay::Shared);
             // Invariant 1: every call made exactly once per step; invariant 2: all of them
             // by the time `run` returned.
             for (i, n) in fake.made.iter().enumerate() {
@@ -278,24 +298,51 @@ mod tests {
         }
     }
 
-    struct Count(AtomicUsize);
+    /// Counts calls, and those made on the assisting thread; evictions of odd ranges
+    /// report a late drop.
+    struct Count(AtomicUsize, AtomicUsize);
 
     impl MakeCall for Arc<Count> {
-        fn make(&self, _: Call) -> bool {
+        fn make(&self, call: Call) -> bool {
             self.0.fetch_add(1, Ordering::SeqCst);
-            false
+            if std::thread::current().name() == Some("epm-assist") {
+                self.1.fetch_add(1, Ordering::SeqCst);
+            }
+            matches!(call, Call::Evict(r) if (r.offset >> 20) % 2 == 1)
         }
+    }
+
+    fn count() -> Arc<Count> {
+        Arc::new(Count(AtomicUsize::new(0), AtomicUsize::new(0)))
+    }
+
+    #[test]
+    fn a_step_made_alone_never_wakes_the_assistant() {
+        let count = count();
+        let assist = Assist::new(count.clone());
+        let mut ops = mixed_step();
+        assist.run(&mut ops, StepWay::Alone);
+        assert_eq!(count.0.load(Ordering::SeqCst), 64);
+        for (i, op) in ops.iter().enumerate() {
+            assert!(!op.assisted, "op {i}");
+            assert_eq!(op.late, i % 3 != 0 && i % 2 == 1, "op {i}");
+        }
+        assert_eq!(
+            count.1.load(Ordering::SeqCst),
+            0,
+            "calls made by the assistant"
+        );
     }
 
     #[test]
     fn one_call_is_made_inline_and_an_empty_step_is_free() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let count = count();
         let assist = Assist::new(count.clone());
         let mut ops = Vec::with_capacity(STEP_CAPACITY);
-        assist.run(&mut ops);
+        assist.run(&mut ops, StepWay::Shared);
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
         ops.push(Op::new(Call::Read(range(0))));
-        assist.run(&mut ops);
+        assist.run(&mut ops, StepWay::Shared);
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert!(!ops[0].assisted);
     }

@@ -176,6 +176,10 @@ pub struct IoCounters {
     /// Calls of a routing step made by the hook's assisting thread (the hook made the
     /// rest); their time is in `will_need_ns` and `evict_ns` with the hook's.
     pub assist_calls: AtomicU64,
+    /// Routing steps of two calls or more made shared with the assisting thread, and made
+    /// by the hook alone (`epm_core::assist`: by default the way that measures cheaper).
+    pub assist_steps_shared: AtomicU64,
+    pub assist_steps_alone: AtomicU64,
 }
 
 impl IoCounters {

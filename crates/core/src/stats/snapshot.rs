@@ -371,6 +371,13 @@ pub struct IoSection {
     /// in `will_need_us` and `evict_us`, which then count both threads' time).
     #[serde(default)]
     pub assist_calls: u64,
+    /// With the hook's assisting thread: routing steps of two calls or more made shared
+    /// with it, and made by the hook alone (by default the way that measures cheaper here,
+    /// the other still tried about one step in sixteen).
+    #[serde(default)]
+    pub assist_steps_shared: u64,
+    #[serde(default)]
+    pub assist_steps_alone: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -615,6 +622,8 @@ impl RunStats {
                 worker_evict_us: us(&io.worker_evict_ns),
                 evict_slack_bytes: self.evict_slack_bytes.get(),
                 assist_calls: IoCounters::get(&io.assist_calls),
+                assist_steps_shared: IoCounters::get(&io.assist_steps_shared),
+                assist_steps_alone: IoCounters::get(&io.assist_steps_alone),
             },
             memory: MemorySection {
                 peak_rss_bytes: self.peak_rss.get(),

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use epm_core::assist::AssistMode;
 use epm_core::budget::{pager_budget, Budgets, TokenRowLoan};
 use epm_core::model::ModelIndex;
 use epm_core::pager::{
@@ -52,10 +53,10 @@ pub struct PagingOptions {
     /// Make evictions on a thread of their own rather than on the hook (the pager's budget
     /// then keeps a slack for drops not yet made).
     pub evict_thread: bool,
-    /// Share each routing step's system calls (those left on the hook) with a thread that
-    /// works only while the hook waits for them, on a core ggml leaves idle between graph
-    /// splits.
-    pub assist_thread: bool,
+    /// Share routing steps' system calls (those left on the hook) with a thread that works
+    /// only while the hook waits for them, on a core ggml leaves idle between graph splits:
+    /// every step, or those where sharing measures cheaper (`None`: no such thread).
+    pub assist_thread: Option<AssistMode>,
     /// Tokens of a prefill ubatch the predictor samples (0: no prediction in prefill).
     pub prefill_predict_tokens: usize,
     /// How many of the experts a prediction names per token are read.
@@ -92,7 +93,7 @@ impl Default for PagingOptions {
             prediction: Prediction::Default { depth: 1 },
             ahead_thread: false,
             evict_thread: false,
-            assist_thread: false,
+            assist_thread: None,
             prefill_predict_tokens: 512,
             predict_reads: PredictReads::default(),
             predict_router_bias: true,
@@ -255,9 +256,15 @@ pub(crate) fn attach(
         );
         advisor = advisor.with_evict_thread(budgets.evict_slack);
     }
-    if opts.assist_thread {
-        tracing::info!("the hook's system calls are shared with an assisting thread");
-        advisor = advisor.with_assist_thread();
+    if let Some(mode) = opts.assist_thread {
+        tracing::info!(
+            "the hook's system calls are shared with an assisting thread ({})",
+            match mode {
+                AssistMode::Always => "every step",
+                AssistMode::Measured => "where that measures cheaper",
+            }
+        );
+        advisor = advisor.with_assist_thread(mode);
     }
     if let Some(l) = &loan {
         publish_loan(stats, l);
