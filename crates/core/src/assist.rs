@@ -89,7 +89,8 @@ impl Sums {
 ///    steps, when the other way's running cost is below [`SWITCH_BELOW`] of its own;
 ///    `next_way` returns the other way for a random one step in about
 ///    [`EXPLORE_ONE_IN`], `preferred` otherwise;
-/// 4. in [`AssistMode::Always`], `next_way` is always [`StepWay::Shared`].
+/// 4. in [`AssistMode::Always`], `next_way` is always [`StepWay::Shared`], `record` keeps
+///    nothing, and `preferred` stays shared.
 #[derive(Debug, Clone)]
 pub struct AssistChoice {
     mode: AssistMode,
@@ -147,7 +148,8 @@ impl AssistChoice {
 
     /// A step made `way` took `ns` of wall time for calls covering `bytes`.
     pub fn record(&mut self, way: StepWay, ns: u64, bytes: u64) {
-        if bytes == 0 {
+        // Sharing every step, nothing is chosen: `preferred` stays shared (invariant 4).
+        if bytes == 0 || self.mode == AssistMode::Always {
             return;
         }
         let e = &mut self.epoch[way.index()];
@@ -185,10 +187,7 @@ impl AssistChoice {
 
     /// The way most steps are made now.
     pub fn preferred(&self) -> StepWay {
-        match self.mode {
-            AssistMode::Always => StepWay::Shared,
-            AssistMode::Measured => self.preferred,
-        }
+        self.preferred
     }
 
     /// A way's running cost in nanoseconds per byte advised, once the warm-up has ended.
