@@ -10,7 +10,7 @@ use epm_core::assist::{AssistChoice, AssistMode, StepWay};
 use epm_core::pager::{Advisor, FileRange};
 use epm_core::stats::IoCounters;
 
-use crate::assist::{Assist, Call, MakeCall, Op};
+use crate::assist::{worth_sharing, Assist, Call, MakeCall, Op};
 use crate::mapping::FileMapping;
 use crate::populate::PopulatePool;
 use crate::worker::{Work, Worker};
@@ -270,9 +270,8 @@ impl OsAdvisor {
         if self.step.is_empty() {
             return;
         }
-        // A single call is made here at once: waking the thread would cost more than it
-        // saves, and the step says nothing about either way's cost.
-        if self.step.len() == 1 {
+        // A step not worth sharing is made alone and left untimed.
+        if !worth_sharing(self.step.len()) {
             assist.run(&mut self.step, StepWay::Alone);
         } else {
             let way = self.assist_choice.next_way();

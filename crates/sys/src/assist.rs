@@ -20,6 +20,13 @@ use epm_core::pager::FileRange;
 /// Calls collected in one step at most; a fuller step makes its calls inline.
 pub(crate) const STEP_CAPACITY: usize = 4096;
 
+/// Whether a step of `calls` calls is worth sharing: a single call is made on the hook's
+/// thread at once, since waking the assisting thread would cost more than it saves (and
+/// such a step says nothing about either way's cost).
+pub(crate) fn worth_sharing(calls: usize) -> bool {
+    calls >= 2
+}
+
 /// One system call of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Call {
@@ -155,7 +162,7 @@ impl<M: MakeCall> Assist<M> {
             return;
         }
         let sh = &*self.shared;
-        if way == StepWay::Alone || ops.len() == 1 {
+        if way == StepWay::Alone || !worth_sharing(ops.len()) {
             for op in ops.iter_mut() {
                 op.late = sh.calls.make(op.call);
                 op.assisted = false;
