@@ -79,6 +79,8 @@ def main():
                  "assist_calls": s["io"].get("assist_calls", 0),
                  "assist_steps_shared": s["io"].get("assist_steps_shared", 0),
                  "assist_steps_alone": s["io"].get("assist_steps_alone", 0),
+                 "predicted_per_token": s["prediction"].get("experts_per_token"),
+                 "rank_accuracy": s["prediction"].get("rank_accuracy", []),
                  "stray_cache_bytes_at_exit": s["experts"].get("stray_cache_bytes_at_exit"),
                  "disk_mb_s_before": disk_before, "disk_mb_s_after": disk_after}
             runs[label].append(r)

@@ -322,15 +322,18 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     let mut issued_bytes = Vec::new();
     let mut per_token = Vec::new();
     let mut predicted = Vec::new();
+    let mut rank_accuracy = Vec::new();
     // Depth 1 and 3 with the guesses advised by the hook, depth 1 again with them on the
-    // readahead thread, depth 1 predicting in prefill too, and depth 1 reading every
-    // expert each guess names (not only its best-scored three quarters).
+    // readahead thread, depth 1 predicting in prefill too, depth 1 reading every expert
+    // each guess names (not only its best-scored three quarters), and depth 1 reading the
+    // ranks measured right often enough.
     for (depth, thread, prefill, reads) in [
         ("1", false, "0", "confident"),
         ("3", false, "0", "confident"),
         ("1", true, "0", "confident"),
         ("1", false, "16", "confident"),
         ("1", false, "0", "all"),
+        ("1", false, "0", "measured"),
     ] {
         let mut args = vec![
             "--ram-budget-mb",
@@ -355,6 +358,7 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
         );
         per_token.push(stats.prediction.experts_per_token);
         predicted.push(stats.prediction.decode.predicted);
+        rank_accuracy.push(stats.prediction.rank_accuracy.clone());
         let (pre, dec) = (&stats.prefetch.prompt, &stats.prefetch.decode);
         issued_bytes.push(pre.issued_bytes + dec.issued_bytes);
         // Decode's own speculative bytes: all of them without prefill prediction, a part
@@ -433,6 +437,23 @@ fn cross_layer_prediction_is_bit_identical_and_stays_within_budget() {
     assert!(
         predicted[4] > predicted[0] && accuracy_by_depth[4] >= accuracy_by_depth[0],
         "decode guesses {predicted:?}, coverage {accuracy_by_depth:?}"
+    );
+    // `measured` scores every rank of each decode guess and reads the best ranks up to
+    // the first right less than 4 times in 5 (47 decode steps of 3 predicted layers: past
+    // the 64 scores a rank needs, and short of the window that would fade them, so the
+    // run's own shares decide). The other ways score nothing.
+    assert!(
+        rank_accuracy[..5].iter().all(Vec::is_empty),
+        "{rank_accuracy:?}"
+    );
+    let ranks = &rank_accuracy[5];
+    assert_eq!(ranks.len() as u64, n_used, "{ranks:?}");
+    assert!(ranks.iter().all(|a| (0.0..=1.0).contains(a)), "{ranks:?}");
+    let worth = ranks.iter().take_while(|&&a| a >= 0.8).count() as u64;
+    assert_eq!(per_token[5], worth, "ranks {ranks:?}");
+    assert!(
+        ranks[0] >= ranks[ranks.len() - 1],
+        "the best-scored guesses are right at least as often as the last: {ranks:?}"
     );
     // Prefill guesses come on top of the decode ones.
     assert!(

@@ -66,10 +66,12 @@ pub struct PagingArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     predict_depth: u32,
     /// Which of the experts a prediction names for each token of a decode step are read
-    /// early: `confident` (its best-scored three quarters; the last-ranked guesses are the
-    /// ones most often wrong, and a wrong guess costs a read) or `all` (every one: more
-    /// reads in early, more bytes read in vain). Prefill reads all of each token's.
-    #[arg(long, value_enum, default_value_t = PredictReadsArg::Confident)]
+    /// early: `measured` (the best ranks whose guesses the run has found right at least 4
+    /// times in 5; the best three quarters until it knows), `confident` (always the
+    /// best-scored three quarters; the last-ranked guesses are the ones most often wrong,
+    /// and a wrong guess costs a read) or `all` (every one: more reads in early, more bytes
+    /// read in vain). Prefill reads all of each token's.
+    #[arg(long, value_enum, default_value_t = PredictReadsArg::Measured)]
     predict_reads: PredictReadsArg,
     /// Predict without the routers' own biases (`ffn_gate_inp.bias`, gpt-oss), which
     /// llama.cpp adds before selecting experts: only to measure what they are worth.
@@ -141,6 +143,7 @@ pub enum CachePolicyArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PredictReadsArg {
+    Measured,
     Confident,
     All,
 }
@@ -209,6 +212,7 @@ impl PagingArgs {
             },
             prefill_predict_tokens: self.prefill_predict_tokens as usize,
             predict_reads: match self.predict_reads {
+                PredictReadsArg::Measured => PredictReads::Measured,
                 PredictReadsArg::Confident => PredictReads::Confident,
                 PredictReadsArg::All => PredictReads::All,
             },

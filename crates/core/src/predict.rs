@@ -111,22 +111,105 @@ pub struct RouterBiases<'a> {
 /// those of ranks 7-8 about 65%; reading only the first six cut the bytes read per decode
 /// step by 9-11% (at 4 and 8 GiB), 80% of the wasted reads, and decoded 1.10x as fast on a
 /// disk throttled to 300 MB/s, where the bytes are the time, and at par on a fast disk,
-/// where the later reads of the guesses left out cost about what the bytes saved.
+/// where the later reads of the guesses left out cost about what the bytes saved. How
+/// right each rank is depends on the model's routers, so by default the share is measured
+/// as the run goes ([`RankScore`]) rather than fixed from W1's synthetic routing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PredictReads {
-    /// The best-scored three quarters of the `n_used` (rounded up).
+    /// The best ranks whose guesses have been right at least [`READ_ABOVE`] of the time
+    /// ([`RankScore::reads`]); `Confident`'s share until every rank has been scored.
     #[default]
+    Measured,
+    /// The best-scored three quarters of the `n_used` (rounded up).
     Confident,
     /// All `n_used`.
     All,
 }
 
 impl PredictReads {
-    /// How many of a token's `n_used` predicted experts are read.
+    /// How many of a token's `n_used` predicted experts are read before any guess has been
+    /// scored (for `Measured`), or always (the others).
     pub fn per_token(self, n_used: usize) -> usize {
         match self {
-            PredictReads::Confident => (3 * n_used).div_ceil(4),
+            PredictReads::Measured | PredictReads::Confident => (3 * n_used).div_ceil(4),
             PredictReads::All => n_used,
+        }
+    }
+}
+
+/// A rank's guesses are read while they are right at least this share of the time. A rank
+/// right four times in five wastes at most a fifth of the bytes it reads; on W1 the ranks
+/// worth reading were right 96% of the time and those not worth it 65% (above).
+pub const READ_ABOVE: f64 = 0.8;
+/// A rank's accuracy counts once it has been scored this many times.
+pub const MIN_SCORED: u32 = 64;
+/// Scores are halved when a rank reaches this many, so the latest guesses weigh most (a
+/// conversation's topic moves the routing).
+pub const SCORE_WINDOW: u32 = 4096;
+
+/// How often each rank of a decode token's prediction named an expert that the layer's
+/// routing then selected, over the latest guesses, and from it how many of the best ranks
+/// are worth reading. Every rank is scored, read or not, so a rank left out can come back.
+///
+/// Invariants (checked by `rank_score_invariants_hold`):
+/// 1. `right` and `scored` have one entry per rank (`n_used`), sized at construction, so
+///    recording never allocates;
+/// 2. `right[r] <= scored[r] < SCORE_WINDOW` for every rank, after every `record`.
+#[derive(Debug, Clone)]
+pub struct RankScore {
+    right: Vec<u32>,
+    scored: Vec<u32>,
+}
+
+impl RankScore {
+    pub fn new(n_used: usize) -> RankScore {
+        RankScore {
+            right: vec![0; n_used],
+            scored: vec![0; n_used],
+        }
+    }
+
+    /// The guess of rank `rank` (0 the best-scored) was `right`. Ranks past `n_used` are
+    /// ignored.
+    pub fn record(&mut self, rank: usize, right: bool) {
+        let (Some(r), Some(n)) = (self.right.get_mut(rank), self.scored.get_mut(rank)) else {
+            return;
+        };
+        *n += 1;
+        *r += u32::from(right);
+        if *n >= SCORE_WINDOW {
+            // Floors keep `right <= scored` (invariant 2).
+            *n /= 2;
+            *r /= 2;
+        }
+    }
+
+    /// The share of rank `rank`'s guesses that were right, once it has been scored
+    /// [`MIN_SCORED`] times.
+    pub fn accuracy(&self, rank: usize) -> Option<f64> {
+        let n = *self.scored.get(rank)?;
+        (n >= MIN_SCORED).then(|| f64::from(self.right[rank]) / f64::from(n))
+    }
+
+    /// How many of the best ranks to read: up to the first rank right less than
+    /// [`READ_ABOVE`] of the time (none when even the best is), or `unscored` while a rank
+    /// before that has too few scores to tell.
+    pub fn reads(&self, unscored: usize) -> usize {
+        for rank in 0..self.scored.len() {
+            match self.accuracy(rank) {
+                None => return unscored,
+                Some(a) if a < READ_ABOVE => return rank,
+                Some(_) => {}
+            }
+        }
+        self.scored.len()
+    }
+
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        assert_eq!(self.right.len(), self.scored.len(), "1");
+        for (r, n) in self.right.iter().zip(&self.scored) {
+            assert!(r <= n && *n < SCORE_WINDOW, "2: {r} right of {n}");
         }
     }
 }
@@ -137,7 +220,9 @@ impl PredictReads {
 /// 1. `scores` and `picked` have `n_expert` entries, `group_scores` and `group_kept`
 ///    `rule.groups` (0 when groups do not apply), all sized at construction;
 /// 2. `chosen` holds distinct experts, each marked in `picked`, so its capacity of
-///    `n_expert` always suffices and pushing never allocates.
+///    `n_expert` always suffices and pushing never allocates;
+/// 3. `ranked.len() <= ranked_max`, its capacity from construction (`keep_ranks`), so
+///    pushing never allocates.
 #[derive(Debug, Clone)]
 pub struct Selector {
     n_embd: usize,
@@ -152,6 +237,10 @@ pub struct Selector {
     group_kept: Vec<bool>,
     picked: Vec<bool>,
     chosen: Vec<i32>,
+    /// With `keep_ranks`: each token's whole selection since `clear`, best-scored first,
+    /// `n_used` a token, read or not (what [`RankScore`] scores).
+    ranked: Vec<i32>,
+    ranked_max: usize,
 }
 
 impl Selector {
@@ -179,13 +268,26 @@ impl Selector {
             group_kept: vec![false; rule.groups as usize],
             picked: vec![false; n_expert],
             chosen: Vec::with_capacity(n_expert),
+            ranked: Vec::new(),
+            ranked_max: 0,
         })
+    }
+
+    /// Keep the whole ranked selection of up to `tokens` tokens a prediction (`ranked`).
+    pub fn keep_ranks(&mut self, tokens: usize) {
+        self.ranked_max = tokens * self.n_used;
+        self.ranked = Vec::with_capacity(self.ranked_max);
     }
 
     /// From now on collect only `reads`' share of each token's selection, the best-scored
     /// first.
     pub fn set_reads(&mut self, reads: PredictReads) {
-        self.picks = reads.per_token(self.n_used);
+        self.set_picks(reads.per_token(self.n_used));
+    }
+
+    /// From now on collect each token's `picks` best-scored experts (at most `n_used`).
+    pub fn set_picks(&mut self, picks: usize) {
+        self.picks = picks.min(self.n_used);
     }
 
     /// Experts the model routes each token to.
@@ -209,6 +311,7 @@ impl Selector {
     /// Start a new selection (a new layer's prediction).
     pub fn clear(&mut self) {
         self.chosen.clear();
+        self.ranked.clear();
         self.picked.fill(false);
     }
 
@@ -237,7 +340,9 @@ impl Selector {
                 self.rule.groups_used as usize,
             );
         }
-        for _ in 0..self.picks {
+        let ranking = self.ranked_max > 0 && self.ranked.len() + self.n_used <= self.ranked_max;
+        let ranks = if ranking { self.n_used } else { self.picks };
+        for rank in 0..ranks {
             let (best, _) =
                 self.scores
                     .iter()
@@ -253,7 +358,10 @@ impl Selector {
                         },
                     );
             self.scores[best] = f32::NEG_INFINITY;
-            if !self.picked[best] {
+            if ranking {
+                self.ranked.push(best as i32);
+            }
+            if rank < self.picks && !self.picked[best] {
                 self.picked[best] = true;
                 self.chosen.push(best as i32);
             }
@@ -263,6 +371,12 @@ impl Selector {
     /// The distinct experts selected since `clear`, in first-selected order.
     pub fn chosen(&self) -> &[i32] {
         &self.chosen
+    }
+
+    /// With `keep_ranks`: every token's whole selection since `clear`, `n_used` a token in
+    /// rank order (tokens past the capacity left out).
+    pub fn ranked(&self) -> &[i32] {
+        &self.ranked
     }
 }
 
@@ -383,6 +497,93 @@ mod tests {
         confident.clear();
         confident.add_token(&router, &[1.0], RouterBiases::default());
         assert_eq!(confident.chosen(), all.chosen());
+    }
+
+    /// `keep_ranks` keeps each token's whole ranking while `chosen` holds only the picks
+    /// read, and stops at its capacity.
+    #[test]
+    fn ranks_are_kept_whole_while_only_the_picks_are_chosen() {
+        let router: Vec<f32> = (0..8).map(|e| e as f32).collect();
+        let mut sel = Selector::new(1, 8, 4, RoutingRule::default()).unwrap();
+        sel.keep_ranks(2);
+        sel.set_picks(2);
+        sel.clear();
+        sel.add_token(&router, &[1.0], RouterBiases::default());
+        sel.add_token(&router, &[-1.0], RouterBiases::default());
+        assert_eq!(sel.chosen(), &[7, 6, 0, 1]);
+        assert_eq!(sel.ranked(), &[7, 6, 5, 4, 0, 1, 2, 3]);
+        // A third token is chosen from but not ranked: the buffer never grows.
+        sel.add_token(&router, &[0.5], RouterBiases::default());
+        assert_eq!(sel.ranked().len(), 8);
+        assert_eq!(sel.chosen(), &[7, 6, 0, 1]);
+        sel.set_picks(0);
+        sel.clear();
+        sel.add_token(&router, &[1.0], RouterBiases::default());
+        assert!(sel.chosen().is_empty());
+        assert_eq!(sel.ranked(), &[7, 6, 5, 4]);
+        sel.set_picks(99);
+        assert_eq!(sel.picks(), 4);
+    }
+
+    /// Ranks are read up to the first that measured below `READ_ABOVE`; before every rank
+    /// up to there has `MIN_SCORED` scores, the fallback; old scores fade.
+    #[test]
+    fn rank_score_reads_the_ranks_right_often_enough() {
+        let mut score = RankScore::new(4);
+        assert_eq!(score.reads(3), 3, "nothing scored yet");
+        // Ranks right 96%, 90%, 65% and 85% of the time.
+        let right_in_100 = [96, 90, 65, 85];
+        for i in 0..100 {
+            for (rank, share) in right_in_100.iter().enumerate() {
+                score.record(rank, i < *share);
+            }
+            score.check_invariants();
+        }
+        assert_eq!(score.accuracy(0), Some(0.96));
+        assert_eq!(score.reads(3), 2, "the third rank is below the line");
+        // Rank 2 improves: all four are read once its running share passes 0.8.
+        for _ in 0..1000 {
+            for rank in 0..4 {
+                score.record(rank, true);
+            }
+        }
+        assert_eq!(score.reads(1), 4);
+        // A best rank that is mostly wrong: nothing read.
+        let mut poor = RankScore::new(2);
+        for i in 0..MIN_SCORED {
+            poor.record(0, i % 2 == 0);
+            poor.record(1, true);
+        }
+        assert_eq!(poor.reads(1), 0);
+        // Too few scores at a rank before the first weak one: the fallback.
+        let mut young = RankScore::new(2);
+        for _ in 0..MIN_SCORED - 1 {
+            young.record(0, true);
+            young.record(1, true);
+        }
+        assert_eq!(young.reads(1), 1);
+        // Ranks past n_used are ignored; the window halves the counts and keeps the share.
+        young.record(7, true);
+        for _ in 0..3 * SCORE_WINDOW {
+            young.record(0, false);
+            young.check_invariants();
+        }
+        assert!(young.accuracy(0).unwrap() < 0.01);
+        assert_eq!(young.reads(1), 0);
+    }
+
+    /// The invariants hold through a long mixed run.
+    #[test]
+    fn rank_score_invariants_hold() {
+        let mut score = RankScore::new(8);
+        let mut x = 12345u64;
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            score.record((x % 9) as usize, x % 3 != 0);
+            score.check_invariants();
+        }
     }
 
     /// The router's bias goes into the logits before gating, the selection bias onto the

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 use super::counters::{Counter, IoCounters, PagerCounters, PhaseCounters};
 use super::SCHEMA_VERSION;
 
+/// Ranks of a prediction whose accuracy the stats keep (`prediction.rank_accuracy`); models
+/// route a token to at most a few dozen experts.
+pub const SCORED_RANKS: usize = 32;
+
 /// Everything a stats snapshot is made from; shared by the run, the stats-signal thread,
 /// the memory sampler and the server.
 #[derive(Debug, Default)]
@@ -96,6 +100,11 @@ pub struct RunStats {
     /// Of the experts a prediction names per decode token, how many are read (0: no
     /// prediction).
     pub predicted_per_token: Counter,
+    /// Per rank (0 the best-scored) of the nearest layer's decode predictions, with
+    /// `--predict-reads measured`: the guesses scored against the routing that followed,
+    /// and those right. Ranks from `SCORED_RANKS` on are not kept.
+    pub rank_scored: [Counter; SCORED_RANKS],
+    pub rank_right: [Counter; SCORED_RANKS],
     /// Of the expert budget, the bytes kept for evictions queued on the eviction thread.
     pub evict_slack_bytes: Counter,
     /// Set at the end of a paged run: see `ExpertsSection::stray_cache_bytes_at_exit`.
@@ -308,6 +317,11 @@ pub struct PredictionSection {
     /// best-scored ones (`--predict-reads`); 0 without prediction.
     #[serde(default)]
     pub experts_per_token: u64,
+    /// With `--predict-reads measured`: per rank of the nearest layer's decode predictions
+    /// (the best-scored first), the share of its guesses that the routing then selected,
+    /// over the run; empty otherwise or before any was scored.
+    #[serde(default)]
+    pub rank_accuracy: Vec<f64>,
     pub prompt: PredictionPhase,
     pub decode: PredictionPhase,
     /// Coverage per layer, all phases.
@@ -589,6 +603,14 @@ impl RunStats {
             },
             prediction: PredictionSection {
                 experts_per_token: self.predicted_per_token.get(),
+                rank_accuracy: self
+                    .rank_scored
+                    .iter()
+                    .zip(&self.rank_right)
+                    .map(|(n, r)| (n.get(), r.get()))
+                    .take_while(|&(n, _)| n > 0)
+                    .map(|(n, r)| ratio(r, n))
+                    .collect(),
                 prompt: PredictionPhase::of(&p.prompt),
                 decode: PredictionPhase::of(&p.decode),
                 per_layer: p

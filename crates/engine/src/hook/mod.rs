@@ -251,16 +251,14 @@ impl HookState {
         let (n_used, n_tokens, row_stride) =
             (t.ne[0].max(0) as usize, t.ne[1].max(0) as usize, t.nb[1]);
         let base = t.data as *const u8;
-        let ids = || {
-            (0..n_tokens).flat_map(move |row| {
-                (0..n_used).map(move |col| {
-                    // SAFETY: `data` is the topk view of `ne[1]` rows of `ne[0]` i32s, rows
-                    // `nb[1]` bytes apart; the scheduler has computed it and it stays alive
-                    // during this call.
-                    unsafe { (base.add(row * row_stride + col * 4) as *const i32).read_unaligned() }
-                })
-            })
+        let id_at = move |row: usize, col: usize| {
+            debug_assert!(row < n_tokens && col < n_used);
+            // SAFETY: `data` is the topk view of `ne[1]` rows of `ne[0]` i32s, rows `nb[1]`
+            // bytes apart, and every caller stays below both; the scheduler has computed it
+            // and it stays alive during this call.
+            unsafe { (base.add(row * row_stride + col * 4) as *const i32).read_unaligned() }
         };
+        let ids = || (0..n_tokens).flat_map(move |row| (0..n_used).map(move |col| id_at(row, col)));
         if let Some(trace) = active.trace.as_mut() {
             trace.record(layer, phase, n_tokens, ids(), n_tokens * n_used);
             if trace.failed() {
@@ -270,6 +268,7 @@ impl HookState {
         }
         active.pager.route(layer, phase, n_tokens as u64, ids());
         if let Some(pred) = active.predictor.as_mut() {
+            pred.score(layer, n_tokens, n_used, id_at, &self.stats);
             // The last routed layer has nothing to predict: skip the graph walk.
             let x = pred
                 .plan(n_tokens)
@@ -282,7 +281,7 @@ impl HookState {
                     let Some(next) = pred.next_layer(ahead) else {
                         break;
                     };
-                    if let Some(chosen) = pred.predict(next, x, stride) {
+                    if let Some(chosen) = pred.predict(next, x, stride, ahead == layer) {
                         active.pager.speculate(next, chosen.iter().copied());
                     }
                     ahead = next;

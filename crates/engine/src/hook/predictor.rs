@@ -6,7 +6,8 @@
 use llama_cpp_sys_2::{ggml_tensor, GGML_TYPE_F32};
 
 use epm_core::model::ModelIndex;
-use epm_core::predict::{PredictReads, RouterBiases, Selector};
+use epm_core::predict::{PredictReads, RankScore, RouterBiases, Selector};
+use epm_core::stats::RunStats;
 use epm_gguf::GgmlType;
 use epm_sys::FileMapping;
 
@@ -46,6 +47,15 @@ pub struct Predictor {
     /// its guesses are rarely wrong).
     decode_reads: PredictReads,
     selector: Selector,
+    /// With `decode_reads` measured: how right each rank of the nearest layer's decode
+    /// predictions has been, and how many ranks that makes worth reading now.
+    score: RankScore,
+    measured_reads: usize,
+    /// The nearest layer's latest decode prediction, waiting for that layer's routing to
+    /// score it: the layer, its tokens, and each token's whole ranking (`n_used` a token;
+    /// capacity `MAX_DECODE_TOKENS * n_used` from construction, so it never allocates).
+    pending: Option<(u32, usize)>,
+    pending_ranked: Vec<i32>,
 }
 
 impl Predictor {
@@ -63,7 +73,7 @@ impl Predictor {
         let n_layer = index.layers.iter().map(|l| l.layer + 1).max()? as usize;
         let n_expert = index.n_expert as usize;
         let n_embd = index.n_embd as usize;
-        let Some(selector) = Selector::new(
+        let Some(mut selector) = Selector::new(
             n_embd,
             n_expert,
             index.n_expert_used as usize,
@@ -106,6 +116,11 @@ impl Predictor {
                 *slot = Some(rows);
             }
         }
+        let n_used = selector.n_used();
+        let measured = reads == PredictReads::Measured;
+        if measured {
+            selector.keep_ranks(MAX_DECODE_TOKENS);
+        }
         let next_layer = (0..n_layer)
             .map(|l| {
                 (l + 1..n_layer)
@@ -120,6 +135,14 @@ impl Predictor {
             prefill_tokens,
             decode_reads: reads,
             selector,
+            score: RankScore::new(n_used),
+            measured_reads: reads.per_token(n_used),
+            pending: None,
+            pending_ranked: Vec::with_capacity(if measured {
+                MAX_DECODE_TOKENS * n_used
+            } else {
+                0
+            }),
         })
     }
 
@@ -137,7 +160,49 @@ impl Predictor {
 
     /// How many experts each token of a decode step reads at most.
     pub fn reads_per_token(&self) -> usize {
-        self.decode_reads.per_token(self.selector.n_used())
+        match self.decode_reads {
+            PredictReads::Measured => self.measured_reads,
+            reads => reads.per_token(self.selector.n_used()),
+        }
+    }
+
+    /// `layer`'s routing of `n_tokens` is known (`id_at(token, k)`, `n_used` a token):
+    /// score the decode prediction made for it, when the latest one was, count it in
+    /// `stats` (`rank_scored`, `rank_right`), and update how many ranks are read (and
+    /// `stats.predicted_per_token`). Any other pending
+    /// prediction is dropped: layers route in order, so it named a routing that did not
+    /// come.
+    pub fn score(
+        &mut self,
+        layer: u32,
+        n_tokens: usize,
+        n_used: usize,
+        id_at: impl Fn(usize, usize) -> i32,
+        stats: &RunStats,
+    ) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        if pending != (layer, n_tokens) || n_used != self.selector.n_used() {
+            return;
+        }
+        for (token, ranking) in self.pending_ranked.chunks_exact(n_used).enumerate() {
+            for (rank, &guess) in ranking.iter().enumerate() {
+                let right = (0..n_used).any(|k| id_at(token, k) == guess);
+                self.score.record(rank, right);
+                if let (Some(n), Some(r)) =
+                    (stats.rank_scored.get(rank), stats.rank_right.get(rank))
+                {
+                    n.inc();
+                    r.add(u64::from(right));
+                }
+            }
+        }
+        let before = self.measured_reads;
+        self.measured_reads = self.score.reads(self.decode_reads.per_token(n_used));
+        if self.measured_reads != before {
+            stats.predicted_per_token.set(self.measured_reads as u64);
+        }
     }
 
     /// The next layer after `layer` that has a router.
@@ -147,8 +212,15 @@ impl Predictor {
 
     /// The distinct experts layer `next`'s router would choose for every `stride`-th token
     /// of `x` (`[n_embd, n_tokens]` F32), in first-chosen order; `None` when it cannot
-    /// predict from this tensor.
-    pub fn predict(&mut self, next: u32, x: &ggml_tensor, stride: usize) -> Option<&[i32]> {
+    /// predict from this tensor. A decode step's prediction for the `nearest` layer is
+    /// kept to be scored when that layer routes ([`Predictor::score`]).
+    pub fn predict(
+        &mut self,
+        next: u32,
+        x: &ggml_tensor,
+        stride: usize,
+        nearest: bool,
+    ) -> Option<&[i32]> {
         let rows = self.routers.get(next as usize).copied().flatten()?;
         let n_embd = self.selector.n_embd();
         let n_expert = self.selector.n_expert();
@@ -173,11 +245,12 @@ impl Predictor {
                 },
             )
         };
-        self.selector.set_reads(if decode_step(n_tokens) {
-            self.decode_reads
-        } else {
-            PredictReads::All
-        });
+        let decode = decode_step(n_tokens);
+        match self.decode_reads {
+            PredictReads::Measured if decode => self.selector.set_picks(self.measured_reads),
+            reads if decode => self.selector.set_reads(reads),
+            _ => self.selector.set_reads(PredictReads::All),
+        }
         self.selector.clear();
         for tok in (0..n_tokens).step_by(stride.max(1)) {
             // SAFETY: `x` has been computed (it is an ancestor of the topk node the scheduler
@@ -189,6 +262,13 @@ impl Predictor {
                 )
             };
             self.selector.add_token(router, hidden, biases);
+        }
+        if decode && nearest && self.decode_reads == PredictReads::Measured {
+            // Within its capacity: a decode step has at most MAX_DECODE_TOKENS tokens.
+            self.pending_ranked.clear();
+            self.pending_ranked
+                .extend_from_slice(self.selector.ranked());
+            self.pending = Some((next, n_tokens));
         }
         Some(self.selector.chosen())
     }
