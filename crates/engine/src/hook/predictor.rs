@@ -202,6 +202,12 @@ impl Predictor {
         self.measured_reads = self.score.reads(self.decode_reads.per_token(n_used));
         if self.measured_reads != before {
             stats.predicted_per_token.set(self.measured_reads as u64);
+            // Rare (the scores move slowly), so the log line costs the hook nothing.
+            tracing::debug!(
+                "decode predictions read {} of {n_used} ranks now (the next rank right {:?} of the time)",
+                self.measured_reads,
+                self.score.accuracy(self.measured_reads)
+            );
         }
     }
 
