@@ -251,11 +251,14 @@ impl HookState {
         let (n_used, n_tokens, row_stride) =
             (t.ne[0].max(0) as usize, t.ne[1].max(0) as usize, t.nb[1]);
         let base = t.data as *const u8;
+        // The expert at (token, k) of the routing; -1, an id no guess has, outside it.
         let id_at = move |row: usize, col: usize| {
-            debug_assert!(row < n_tokens && col < n_used);
+            if row >= n_tokens || col >= n_used {
+                return -1;
+            }
             // SAFETY: `data` is the topk view of `ne[1]` rows of `ne[0]` i32s, rows `nb[1]`
-            // bytes apart, and every caller stays below both; the scheduler has computed it
-            // and it stays alive during this call.
+            // bytes apart, and the indices are below both (checked above); the scheduler has
+            // computed it and it stays alive during this call.
             unsafe { (base.add(row * row_stride + col * 4) as *const i32).read_unaligned() }
         };
         let ids = || (0..n_tokens).flat_map(move |row| (0..n_used).map(move |col| id_at(row, col)));

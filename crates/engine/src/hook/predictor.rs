@@ -169,9 +169,8 @@ impl Predictor {
     /// `layer`'s routing of `n_tokens` is known (`id_at(token, k)`, `n_used` a token):
     /// score the decode prediction made for it, when the latest one was, count it in
     /// `stats` (`rank_scored`, `rank_right`), and update how many ranks are read (and
-    /// `stats.predicted_per_token`). Any other pending
-    /// prediction is dropped: layers route in order, so it named a routing that did not
-    /// come.
+    /// `stats.predicted_per_token`). Any other pending prediction is dropped: layers route
+    /// in order, so it named a routing that did not come.
     pub fn score(
         &mut self,
         layer: u32,
