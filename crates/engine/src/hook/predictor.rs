@@ -251,11 +251,12 @@ impl Predictor {
             )
         };
         let decode = decode_step(n_tokens);
-        match self.decode_reads {
-            PredictReads::Measured if decode => self.selector.set_picks(self.measured_reads),
-            reads if decode => self.selector.set_reads(reads),
-            _ => self.selector.set_reads(PredictReads::All),
-        }
+        let picks = if decode {
+            self.reads_per_token()
+        } else {
+            self.selector.n_used()
+        };
+        self.selector.set_picks(picks);
         self.selector.clear();
         for tok in (0..n_tokens).step_by(stride.max(1)) {
             // SAFETY: `x` has been computed (it is an ancestor of the topk node the scheduler
