@@ -14,6 +14,7 @@ log-probabilities over the Responses API against the chat's; `truncation: "auto"
 conversation longer than the context: whole turns left out from the oldest, and the next
 turn reusing the cut prompt; `background: true` polled to the end, a dropped stream resumed
 with `responses.stream(response_id=..., starting_after=...)`, and `responses.cancel`); the
+Responses API's WebSocket mode (`responses.connect()`: see `socket_checks`); the
 Conversations API (`conversations.create`, two responses in one against it sent whole, its
 items paged through, added, read and deleted, its metadata updated) and `responses.compact`
 on its items, whose output the next turn sends; then a response and a
@@ -25,7 +26,7 @@ the record goes to --out.
     python3 tools/openai_client_check.py [--bin target/release/epm-run] [--model M.gguf]
         [--out validate/serve-openai-client.json]
 """
-import argparse, json, os, platform, re, signal, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, platform, re, signal, subprocess, sys, tempfile, time, urllib.error, urllib.request
 
 import jsonschema
 import openai
@@ -366,6 +367,119 @@ def agent_checks(client):
     return out
 
 
+def socket_events(conn, until=("response.completed", "error")):
+    """The events `conn` receives up to and including the first of type `until`."""
+    seen = []
+    for ev in conn:
+        seen.append(ev)
+        if ev.type in until:
+            break
+    return seen
+
+
+def socket_checks(client, base):
+    """The Responses API's WebSocket mode (`client.responses.connect()`): the text and events
+    of an HTTP stream, a `store: false` response continued on the socket by
+    `previous_response_id` as the whole conversation sent over HTTP would be, a warm-up
+    (`generate: false`) continued from, requests sent back to back answered in order, a
+    `stream_id` echoed, errors as `error` events that leave the socket open (the code a
+    client resends the whole conversation on), a closed socket cancelling its response, and
+    a plain GET answered with how to connect."""
+    args = dict(model="any", input="Name a colour.", instructions="Be brief.", max_output_tokens=12,
+                temperature=0, store=False)
+    with client.responses.stream(**args) as s:
+        http_kinds = [ev.type for ev in s]
+        http_text = s.get_final_response().output_text
+    out = {}
+    with client.responses.connect() as conn:
+        conn.response.create(**args)
+        events = socket_events(conn)
+        first = events[-1].response
+        out["same_as_http"] = {"kinds": [e.type for e in events] == http_kinds,
+                               "text": first.output_text == http_text, "status": first.status}
+        conn.response.create(model="any", input="And another?", previous_response_id=first.id,
+                             max_output_tokens=8, temperature=0, store=False, stream_id="lane-1")
+        events = socket_events(conn)
+        chained = events[-1].response
+        # Instructions are not carried over by `previous_response_id`: the whole has none.
+        whole = client.responses.create(model="any", max_output_tokens=8, temperature=0,
+                                        store=False, input=[{"role": "user", "content": "Name a colour."},
+                                                            *[o.model_dump() for o in first.output],
+                                                            {"role": "user", "content": "And another?"}])
+        out["unstored_chain"] = {"input_tokens": [chained.usage.input_tokens, whole.usage.input_tokens],
+                                 "same_reply": chained.output_text == whole.output_text,
+                                 "stream_id_on_every_event": all(getattr(e, "stream_id", None) == "lane-1"
+                                                                 for e in events)}
+        # Over HTTP the unstored response is unknown, with the code that says to resend.
+        unknown = raised(openai.BadRequestError, client.responses.create, model="any", input="x",
+                         previous_response_id=chained.id, max_output_tokens=2)
+        out["unstored_unknown_over_http"] = unknown is not None and unknown.code == "previous_response_not_found"
+        conn.response.create(model="any", input="Name a colour.", instructions="Be brief.", generate=False,
+                             store=False)
+        warm = socket_events(conn)[-1].response
+        conn.response.create(model="any", input="And another?", previous_response_id=warm.id, instructions="Be brief.",
+                             max_output_tokens=8, temperature=0, store=False)
+        after_warm = socket_events(conn)[-1].response
+        both_sent = client.responses.create(model="any", instructions="Be brief.", max_output_tokens=8,
+                                            temperature=0, store=False,
+                                            input=[{"role": "user", "content": "Name a colour."},
+                                                   {"role": "user", "content": "And another?"}])
+        out["warm_up"] = {"output": len(warm.output), "status": warm.status,
+                          "input_tokens": [after_warm.usage.input_tokens, both_sent.usage.input_tokens],
+                          "same_reply": after_warm.output_text == both_sent.output_text}
+        conn.response.create(model="any", input="x", previous_response_id="resp_gone", max_output_tokens=2)
+        missing = socket_events(conn)[-1]
+        conn.send({"type": "response.create", "model": "any", "input": "x", "background": True})
+        background = socket_events(conn)[-1]
+        conn.send({"type": "response.cancel"})
+        unknown_type = socket_events(conn)[-1]
+        out["errors"] = {"missing": [missing.type, missing.status, missing.error.code, missing.error.param],
+                         "background": [background.type, background.status, background.error.param],
+                         "unknown_type": [unknown_type.type, unknown_type.status, unknown_type.error.param]}
+        conn.response.create(model="any", input="One.", max_output_tokens=3, temperature=0, store=False)
+        conn.response.create(model="any", input="Two.", max_output_tokens=3, temperature=0, store=False)
+        both = [e for e in socket_events(conn) + socket_events(conn) if e.type == "response.completed"]
+        by_http = [client.responses.create(model="any", input=t, max_output_tokens=3, temperature=0,
+                                           store=False).output_text for t in ("One.", "Two.")]
+        out["back_to_back"] = {"answered": len(both), "distinct": len({r.response.id for r in both}) == 2,
+                               "in_order": [r.response.output_text for r in both] == by_http}
+        conn.response.create(model="any", input="Tell me a long story.", max_output_tokens=600, temperature=0)
+        for ev in conn:
+            if ev.type == "response.output_text.delta":
+                break
+    # The closed socket's response stops: the slot goes idle well short of 600 tokens.
+    deadline, slot = time.monotonic() + 60, None
+    while time.monotonic() < deadline:
+        req = urllib.request.Request(base + "/slots", headers={"Authorization": "Bearer sekrit"})
+        with urllib.request.urlopen(req) as resp:
+            slot = json.load(resp)[0]
+        if not slot["is_processing"]:
+            break
+        time.sleep(0.05)
+    out["closed_cancels"] = {"idle": not slot["is_processing"], "decoded": slot["n_decoded"]}
+    try:
+        urllib.request.urlopen(urllib.request.Request(base + "/v1/responses",
+                                                      headers={"Authorization": "Bearer sekrit"}))
+        out["plain_get"] = "no error"
+    except urllib.error.HTTPError as e:
+        out["plain_get"] = {"status": e.code, "says": "WebSocket" in e.read().decode()}
+    ok = (out["same_as_http"]["kinds"] and out["same_as_http"]["text"]
+          and out["unstored_chain"]["input_tokens"][0] == out["unstored_chain"]["input_tokens"][1]
+          and out["unstored_chain"]["same_reply"] and out["unstored_chain"]["stream_id_on_every_event"]
+          and out["unstored_unknown_over_http"]
+          and out["warm_up"]["output"] == 0 and out["warm_up"]["status"] == "completed"
+          and out["warm_up"]["input_tokens"][0] == out["warm_up"]["input_tokens"][1]
+          and out["warm_up"]["same_reply"]
+          and out["errors"]["missing"] == ["error", 400, "previous_response_not_found", "previous_response_id"]
+          and out["errors"]["background"] == ["error", 400, "background"]
+          and out["errors"]["unknown_type"] == ["error", 400, "type"]
+          and out["back_to_back"]["answered"] == 2 and out["back_to_back"]["distinct"]
+          and out["back_to_back"]["in_order"]
+          and out["closed_cancels"]["idle"] and out["closed_cancels"]["decoded"] < 600
+          and isinstance(out["plain_get"], dict) and out["plain_get"] == {"status": 400, "says": True})
+    return out, ok
+
+
 def conversation_checks(client):
     """The Conversations API through the client's own resources: a conversation made with a
     first item and metadata, two responses in it against the same conversation sent whole,
@@ -514,6 +628,7 @@ def main():
         except openai.NotFoundError as e:
             checks["embeddings"] = {"status": e.status_code, "message": e.message}
         checks["agents"] = agent_checks(client)
+        checks["websocket"], socket_ok = socket_checks(client, base)
         checks["conversations"], conversations_ok, conv, in_conv = conversation_checks(client)
         kept = client.responses.create(model="any", input="Name a colour.", max_output_tokens=8, temperature=0)
         # Left running when the server stops: the next server runs it again.
@@ -563,7 +678,7 @@ def main():
           and isinstance(checks["embeddings"], dict) and "computes no embeddings" in checks["embeddings"]["message"]
           and checks["models"] and code == 0 and checks["agents"]["all_passed"] and conversations_ok
           and checks["sampling"]["forced_repeats"] and checks["sampling"]["token_prompt_same_as_text"]
-          and checks["fill_in_the_middle"]["same_as_the_layout"]
+          and checks["fill_in_the_middle"]["same_as_the_layout"] and socket_ok
           and all(checks["stored_across_restart"].values()))
     report = {"what": "epm-run serve driven by the official openai Python client",
               "command": "python3 tools/openai_client_check.py " + " ".join(sys.argv[1:]),

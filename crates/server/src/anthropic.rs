@@ -1179,6 +1179,7 @@ fn sse(
 
 impl crate::sse::Encoder for StreamState {
     type Input = Event;
+    type Output = SseEvent;
 
     fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
         self.encode_event(ev);

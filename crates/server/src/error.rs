@@ -50,6 +50,9 @@ pub struct ApiError {
     pub overflow: Option<ContextOverflow>,
     /// The request field at fault, where one is (OpenAI's errors give it as `param`).
     pub param: Option<String>,
+    /// A code a client acts on, where the protocol has one (OpenAI's `code`:
+    /// `previous_response_not_found` makes a client send the whole conversation again).
+    pub code: Option<&'static str>,
 }
 
 /// A prompt, with the reply's `max_tokens` after it, beyond a slot's context.
@@ -108,6 +111,15 @@ impl ApiError {
             retry_after: None,
             overflow: None,
             param: None,
+            code: None,
+        }
+    }
+
+    /// This error with `code` for clients to act on.
+    pub fn with_code(self, code: &'static str) -> ApiError {
+        ApiError {
+            code: Some(code),
+            ..self
         }
     }
 

@@ -28,6 +28,7 @@ mod ops;
 pub mod output;
 pub mod page;
 pub mod protocol;
+pub mod response_socket;
 pub mod response_store;
 pub mod responses;
 mod sse;
@@ -179,6 +180,7 @@ pub async fn serve(
     let local = listener.local_addr().map_err(ServeError::Http)?;
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
     let counters = Arc::new(ServerCounters::default());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let state = Arc::new(AppState {
         model_name: opts.model_name.clone(),
         api_key: opts.api_key.clone(),
@@ -194,6 +196,8 @@ pub async fn serve(
         started: std::time::Instant::now(),
         requests: Default::default(),
         cors: protocol::CorsOrigins::from_flags(&opts.cors_origins),
+        max_body_bytes: opts.max_body_bytes,
+        stop: stop_rx.clone(),
         disk_mb_per_s: opts.disk_mb_per_s,
         reasoning_controls: Default::default(),
         responses: Mutex::new(match &opts.responses_dir {
@@ -214,7 +218,6 @@ pub async fn serve(
         .map_err(ServeError::Http)?;
     on_listening(local);
     let app = router(state.clone(), max_body);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // Loading fails: stop serving and report it. Shutdown asked: stop too. Loaded: run
     // again what background responses the previous server left unfinished.
     let resume_state = state.clone();

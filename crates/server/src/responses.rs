@@ -55,8 +55,14 @@ type Result<T> = std::result::Result<T, OpenAiError>;
 
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
-        .route("/v1/responses", post(responses))
-        .route("/responses", post(responses))
+        .route(
+            "/v1/responses",
+            post(responses).get(crate::response_socket::upgrade),
+        )
+        .route(
+            "/responses",
+            post(responses).get(crate::response_socket::upgrade),
+        )
         .route("/v1/responses/input_tokens", post(input_tokens))
         .route("/responses/input_tokens", post(input_tokens))
         .route("/v1/responses/compact", post(crate::compaction::compact))
@@ -121,6 +127,19 @@ pub(crate) struct ResponsesRequest {
     /// llama-server's reasoning budget, as the chat endpoint takes it.
     #[serde(flatten)]
     budget: output::WireBudget,
+    /// The conversation up to the response a WebSocket answered last, which a request on
+    /// that socket may continue by `previous_response_id` whether it was stored or not
+    /// ([`crate::response_socket`]); never read from a request's JSON.
+    #[serde(skip)]
+    pub(crate) remembered: Option<Remembered>,
+}
+
+/// A response a WebSocket answered, remembered on that socket: its id, and its conversation
+/// (its input items after those before it, then its output items).
+#[derive(Debug, Clone)]
+pub(crate) struct Remembered {
+    pub(crate) id: String,
+    pub(crate) items: Vec<Value>,
 }
 
 impl ResponsesRequest {
@@ -292,6 +311,11 @@ pub(crate) fn history(
     let Some(previous) = &req.previous_response_id else {
         return Ok(own);
     };
+    if let Some(r) = req.remembered.as_ref().filter(|r| &r.id == previous) {
+        let mut items = r.items.clone();
+        items.extend(own);
+        return Ok(items);
+    }
     if state.background.get(previous).is_some_and(|r| !r.is_done()) {
         return Err(ApiError::bad_request(format!(
             "`previous_response_id`: response `{previous}` is still running in the background: continue it once GET /v1/responses/{previous} says it is completed"
@@ -307,9 +331,11 @@ pub(crate) fn history(
         ));
     }
     let mut items = store.conversation(previous).map_err(|e| {
-        ApiError::bad_request(format!(
-            "`previous_response_id`: {e}; send the whole conversation in `input`"
-        ))
+        ApiError::bad_field(
+            "previous_response_id",
+            format!("`previous_response_id`: {e}; send the whole conversation in `input`"),
+        )
+        .with_code("previous_response_not_found")
     })?;
     items.extend(own);
     Ok(items)
@@ -771,14 +797,42 @@ pub fn resume_background(state: &Arc<AppState>) {
     }
 }
 
-/// Answer request `req` (whose JSON is `raw`) as response `id`, a new one unless given (a
-/// background response run again after a restart keeps its own).
+/// A streamed response's events, each its name and data: an SSE event each over HTTP, a
+/// message each over a WebSocket ([`crate::response_socket`]).
+pub(crate) type Events = futures_util::stream::BoxStream<'static, LoggedEvent>;
+
+/// How a request is answered, whatever carries it.
+pub(crate) enum Answer {
+    /// The whole response, once over.
+    Whole(Value),
+    /// The response's events as they come.
+    Streamed(Events),
+    /// A background response's first answer (over HTTP only).
+    Background(Response),
+}
+
+/// Answer request `req` (whose JSON is `raw`) over HTTP as response `id`, a new one unless
+/// given (a background response run again after a restart keeps its own).
 async fn respond(
     state: Arc<AppState>,
     req: ResponsesRequest,
     raw: Value,
     id: Option<String>,
 ) -> Result<Response> {
+    Ok(match answer(state, req, raw, id).await? {
+        Answer::Whole(response) => Json(response).into_response(),
+        Answer::Streamed(events) => sse_response(events),
+        Answer::Background(response) => response,
+    })
+}
+
+/// Request `req` (whose JSON is `raw`) answered as response `id`, a new one unless given.
+pub(crate) async fn answer(
+    state: Arc<AppState>,
+    req: ResponsesRequest,
+    raw: Value,
+    id: Option<String>,
+) -> Result<Answer> {
     let loaded = loaded(&state)?;
     let own = own_items(&req)?;
     let kind = |i: &Value| i.get("type").and_then(Value::as_str).map(str::to_string);
@@ -890,18 +944,17 @@ async fn respond(
         }
     };
     if background {
-        return Ok(start_background(&state, start, meta, logprobs, streamed));
+        return Ok(Answer::Background(start_background(
+            &state, start, meta, logprobs, streamed,
+        )));
     }
     if streamed {
-        let events = if compacts {
-            compacted_sse(start, meta, logprobs, &compaction_id).boxed()
+        return Ok(Answer::Streamed(if compacts {
+            compacted_events(start, meta, logprobs, &compaction_id).boxed()
         } else {
             let (_, rx) = start.await?;
-            sse(rx, meta, logprobs).boxed()
-        };
-        return Ok(Sse::new(events)
-            .keep_alive(KeepAlive::default())
-            .into_response());
+            events(rx, meta, logprobs).boxed()
+        }));
     }
     let (lead, rx) = start.await?;
     let c = collect(rx).await?;
@@ -926,7 +979,7 @@ async fn respond(
     );
     let response = meta.envelope("completed", output, Some(&c.finish_reason), &c.usage);
     meta.conclude(&response);
-    Ok(Json(response).into_response())
+    Ok(Answer::Whole(response))
 }
 
 /// A request whose input ends with `{"type": "compaction_trigger"}`, how newer clients ask
@@ -938,7 +991,7 @@ async fn triggered_compaction(
     state: Arc<AppState>,
     req: ResponsesRequest,
     mut own: Vec<Value>,
-) -> Result<Response> {
+) -> Result<Answer> {
     own.pop();
     if req.background {
         return Err(ApiError::bad_request(
@@ -947,32 +1000,18 @@ async fn triggered_compaction(
         .into());
     }
     let items = history(&state, &req, own.clone())?;
-    let meta = ResponseMeta {
-        custom_tools: Vec::new(),
-        id: new_id("resp"),
-        created_at: now(),
-        background: false,
-        model: state.model_name.clone(),
-        previous_response_id: req.previous_response_id.clone(),
-        instructions: req.instructions.clone(),
-        truncation: req.truncation,
-        store: req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled()),
-        conversation: conversation_id(&req)?,
-        state: state.clone(),
-        input: own,
-        request: None,
-    };
+    let meta = foreground_meta(&state, &req, own)?;
     let item_id = new_id("cmp");
     if !req.stream {
         let (summary, u) = crate::compaction::summarize(&state, &req, &items).await?;
         let item = crate::compaction::compaction_item(&item_id, &summary);
         let response = meta.envelope("completed", vec![item], None, &u);
         meta.conclude(&response);
-        return Ok(Json(response).into_response());
+        return Ok(Answer::Whole(response));
     }
     let mut s = StreamState::new(meta, None);
     s.open_compaction(&item_id);
-    let head = s.drain_sse();
+    let head = s.drain();
     let tail = async move {
         match crate::compaction::summarize(&state, &req, &items).await {
             Ok((summary, u)) => {
@@ -987,12 +1026,53 @@ async fn triggered_compaction(
                 }
             }
         }
-        s.drain_sse()
+        s.drain()
     };
     let events = stream::iter(head).chain(stream::once(tail).flat_map(stream::iter));
-    Ok(Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    Ok(Answer::Streamed(events.boxed()))
+}
+
+/// The meta of a response to `req` answered in the foreground, without tools of its own
+/// (a compaction, a warm-up), whose own input items are `input`.
+fn foreground_meta(
+    state: &Arc<AppState>,
+    req: &ResponsesRequest,
+    input: Vec<Value>,
+) -> Result<ResponseMeta> {
+    Ok(ResponseMeta {
+        custom_tools: Vec::new(),
+        id: new_id("resp"),
+        created_at: now(),
+        background: false,
+        model: state.model_name.clone(),
+        previous_response_id: req.previous_response_id.clone(),
+        instructions: req.instructions.clone(),
+        truncation: req.truncation,
+        store: req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled()),
+        conversation: conversation_id(req)?,
+        state: state.clone(),
+        input,
+        request: None,
+    })
+}
+
+/// The events of a response to `req` that generates nothing (a WebSocket's `generate:
+/// false`): created and completed at once with no output, kept as any other, so that the
+/// next request can continue from it by `previous_response_id`.
+pub(crate) fn warmup_events(
+    state: &Arc<AppState>,
+    req: &ResponsesRequest,
+) -> Result<Vec<LoggedEvent>> {
+    let own = own_items(req)?;
+    // The conversation it continues must be there, as for a response that generates.
+    history(state, req, own.clone())?;
+    let mut s = StreamState::new(foreground_meta(state, req, own)?, None);
+    s.encode_event(Event::Started {
+        prompt_tokens: 0,
+        cached_tokens: 0,
+    });
+    s.complete(None);
+    Ok(s.drain())
 }
 
 /// A store's answer, its error a 404 naming what is missing.
@@ -1274,9 +1354,9 @@ impl StreamState {
         self.finished = true;
     }
 
-    /// The events encoded and not yet sent, as SSE.
-    fn drain_sse(&mut self) -> Vec<std::result::Result<SseEvent, Infallible>> {
-        self.pending.drain(..).map(|e| Ok(sse_event(e))).collect()
+    /// The events encoded and not yet sent.
+    fn drain(&mut self) -> Vec<LoggedEvent> {
+        self.pending.drain(..).collect()
     }
 
     /// Finish the open text item, if any.
@@ -1425,40 +1505,50 @@ impl StreamState {
     }
 }
 
-fn sse(
+fn events(
     rx: UnboundedReceiver<Event>,
     meta: ResponseMeta,
     logprobs: Option<usize>,
-) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
-    crate::sse::stream(crate::sse::events(rx), StreamState::new(meta, logprobs))
+) -> impl Stream<Item = LoggedEvent> {
+    encoded(rx, StreamState::new(meta, logprobs))
 }
 
-/// The stream of a response whose conversation is compacted first: the response and its
+/// The events of generation `rx`, as `s` encodes them.
+fn encoded(rx: UnboundedReceiver<Event>, s: StreamState) -> impl Stream<Item = LoggedEvent> {
+    crate::sse::stream(crate::sse::events(rx), s).map(|e| e.unwrap_or_else(|never| match never {}))
+}
+
+/// A streamed response over HTTP: its events as SSE.
+fn sse_response(events: Events) -> Response {
+    Sse::new(events.map(|e| Ok::<_, Infallible>(sse_event(e))))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// The events of a response whose conversation is compacted first: the response and its
 /// compaction item open at once, the item is done with the summary, and the reply streams
-/// after it as [`sse`]'s does (or the response fails, when the summary or the reply's start
-/// does).
-fn compacted_sse(
+/// after it as [`events`]' does (or the response fails, when the summary or the reply's
+/// start does).
+fn compacted_events(
     start: Start,
     meta: ResponseMeta,
     logprobs: Option<usize>,
     compaction_id: &str,
-) -> impl Stream<Item = std::result::Result<SseEvent, Infallible>> {
+) -> impl Stream<Item = LoggedEvent> {
     let mut s = StreamState::new(meta, logprobs);
     s.open_compaction(compaction_id);
-    let head = s.drain_sse();
+    let head = s.drain();
     let rest = async move {
         match start.await {
             Ok((lead, rx)) => {
                 if let Some(item) = lead {
                     s.close_compaction(item);
                 }
-                stream::iter(s.drain_sse())
-                    .chain(crate::sse::stream(crate::sse::events(rx), s))
-                    .boxed()
+                stream::iter(s.drain()).chain(encoded(rx, s)).boxed()
             }
             Err(e) => {
                 s.end("failed", Some(e.message));
-                stream::iter(s.drain_sse()).boxed()
+                stream::iter(s.drain()).boxed()
             }
         }
     };
@@ -1551,10 +1641,11 @@ async fn run_in_background(state: Arc<AppState>, run: Arc<Run>, start: Start, mu
 
 impl crate::sse::Encoder for StreamState {
     type Input = Event;
+    type Output = LoggedEvent;
 
-    fn encode(&mut self, ev: Event, out: &mut VecDeque<SseEvent>) -> bool {
+    fn encode(&mut self, ev: Event, out: &mut VecDeque<LoggedEvent>) -> bool {
         self.encode_event(ev);
-        out.extend(self.pending.drain(..).map(sse_event));
+        out.extend(self.pending.drain(..));
         self.finished
     }
 }

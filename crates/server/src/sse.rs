@@ -1,11 +1,11 @@
-//! What every SSE stream encoder shares: the core's events in, each turned by the
-//! protocol's [`Encoder`] into zero or more SSE events, sent in order until the encoder
-//! says the stream is over (or the engine drops the job).
+//! What every stream encoder shares: the core's events in, each turned by the protocol's
+//! [`Encoder`] into zero or more SSE events (or, for a WebSocket, the events' names and
+//! data), sent in order until the encoder says the stream is over (or the engine drops the
+//! job).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
-use axum::response::sse::Event as SseEvent;
 use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -16,9 +16,11 @@ pub trait Encoder: Send + 'static {
     /// What it encodes: a generation's [`Event`]s, or several generations' tagged by their
     /// place.
     type Input: Send + 'static;
+    /// What it writes: SSE events, or what a transport other than SSE sends.
+    type Output: Send + 'static;
 
-    /// Append the SSE events `ev` becomes to `out`; true when the stream is over.
-    fn encode(&mut self, ev: Self::Input, out: &mut VecDeque<SseEvent>) -> bool;
+    /// Append the events `ev` becomes to `out`; true when the stream is over.
+    fn encode(&mut self, ev: Self::Input, out: &mut VecDeque<Self::Output>) -> bool;
 }
 
 /// One generation's events, as a stream that ends when the engine drops the job.
@@ -39,11 +41,11 @@ pub fn indexed(
     )
 }
 
-/// The SSE stream of `events`, as `encoder` writes them.
+/// The stream of `events`, as `encoder` writes them.
 pub fn stream<E: Encoder>(
     events: impl Stream<Item = E::Input> + Send + Unpin + 'static,
     encoder: E,
-) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+) -> impl Stream<Item = Result<E::Output, Infallible>> {
     let state = (events, encoder, VecDeque::new(), false);
     stream::unfold(
         state,

@@ -58,6 +58,10 @@ pub struct AppState {
     pub requests: RequestCounts,
     /// Browser origins that may call the API.
     pub cors: CorsOrigins,
+    /// The largest request body (`--max-body-mb`), and the largest WebSocket message.
+    pub max_body_bytes: usize,
+    /// Turns true once the server stops accepting requests: a WebSocket then closes.
+    pub stop: tokio::sync::watch::Receiver<bool>,
     /// The disk's best probed speed, when given.
     pub disk_mb_per_s: Option<f64>,
     /// Running chat completions a client may tell to end their reasoning.

@@ -58,7 +58,11 @@ impl OpenAiError {
                 Some("context_length_exceeded".to_string()),
                 None,
             ),
-            None => (self.0.message.clone(), None, self.0.param.clone()),
+            None => (
+                self.0.message.clone(),
+                self.0.code.map(str::to_string),
+                self.0.param.clone(),
+            ),
         };
         let mut body = serde_json::to_value(ErrorBody {
             error: ErrorDetail {

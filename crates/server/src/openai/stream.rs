@@ -272,6 +272,7 @@ pub fn sse(
 
 impl crate::sse::Encoder for Choices {
     type Input = (usize, Event);
+    type Output = SseEvent;
 
     fn encode(&mut self, (i, ev): (usize, Event), out: &mut VecDeque<SseEvent>) -> bool {
         let Some(choice) = self.choices.get_mut(i) else {
