@@ -381,7 +381,7 @@ def socket_checks(client, base):
     """The Responses API's WebSocket mode (`client.responses.connect()`): the text and events
     of an HTTP stream, a `store: false` response continued on the socket by
     `previous_response_id` as the whole conversation sent over HTTP would be, a warm-up
-    (`generate: false`) continued from, requests sent back to back answered in order, a
+    (`generate: false`) continued from with its prompt found evaluated, requests sent back to back answered in order, a
     `stream_id` echoed, errors as `error` events that leave the socket open (the code a
     client resends the whole conversation on), a closed socket cancelling its response, and
     a plain GET answered with how to connect."""
@@ -414,17 +414,21 @@ def socket_checks(client, base):
         unknown = raised(openai.BadRequestError, client.responses.create, model="any", input="x",
                          previous_response_id=chained.id, max_output_tokens=2)
         out["unstored_unknown_over_http"] = unknown is not None and unknown.code == "previous_response_not_found"
-        conn.response.create(model="any", input="Name a colour.", instructions="Be brief.", generate=False,
+        # A warm-up evaluates its prompt ahead (long enough for whole ubatches to be kept):
+        # the turn that continues it finds them in the slot's cache.
+        long_instructions = "Answer briefly, in plain words, and name one colour only. " * 30
+        conn.response.create(model="any", input="Name a colour.", instructions=long_instructions, generate=False,
                              store=False)
         warm = socket_events(conn)[-1].response
-        conn.response.create(model="any", input="And another?", previous_response_id=warm.id, instructions="Be brief.",
-                             max_output_tokens=8, temperature=0, store=False)
+        conn.response.create(model="any", input="And another?", previous_response_id=warm.id,
+                             instructions=long_instructions, max_output_tokens=8, temperature=0, store=False)
         after_warm = socket_events(conn)[-1].response
-        both_sent = client.responses.create(model="any", instructions="Be brief.", max_output_tokens=8,
+        both_sent = client.responses.create(model="any", instructions=long_instructions, max_output_tokens=8,
                                             temperature=0, store=False,
                                             input=[{"role": "user", "content": "Name a colour."},
                                                    {"role": "user", "content": "And another?"}])
         out["warm_up"] = {"output": len(warm.output), "status": warm.status,
+                          "evaluated_ahead": after_warm.usage.input_tokens_details.cached_tokens,
                           "input_tokens": [after_warm.usage.input_tokens, both_sent.usage.input_tokens],
                           "same_reply": after_warm.output_text == both_sent.output_text}
         conn.response.create(model="any", input="x", previous_response_id="resp_gone", max_output_tokens=2)
@@ -469,7 +473,7 @@ def socket_checks(client, base):
           and out["unstored_unknown_over_http"]
           and out["warm_up"]["output"] == 0 and out["warm_up"]["status"] == "completed"
           and out["warm_up"]["input_tokens"][0] == out["warm_up"]["input_tokens"][1]
-          and out["warm_up"]["same_reply"]
+          and out["warm_up"]["same_reply"] and out["warm_up"]["evaluated_ahead"] >= 256
           and out["errors"]["missing"] == ["error", 400, "previous_response_not_found", "previous_response_id"]
           and out["errors"]["background"] == ["error", 400, "background"]
           and out["errors"]["unknown_type"] == ["error", 400, "type"]

@@ -132,6 +132,13 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The prompt evaluated into a slot's cache and nothing generated (a warm-up: a later
+    /// request sharing its prefix evaluates only the rest). Checked as the request was.
+    pub fn prompt_only(mut self) -> Prepared {
+        self.max_tokens = 0;
+        self
+    }
+
     pub fn with_output(mut self, plan: OutputPlan) -> Prepared {
         self.constraint = plan.constraint;
         self.parser = plan.parser;

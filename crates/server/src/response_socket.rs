@@ -7,7 +7,8 @@
 //! arrives while a response streams waits for it to end. The socket remembers the last
 //! response it answered, so that the next request may continue it by
 //! `previous_response_id` even when it was not stored (`store: false`). `generate: false`
-//! answers a response with no output to continue from. A `stream_id` is echoed on every
+//! answers a response with no output to continue from, and evaluates its prompt into a
+//! slot's cache meanwhile ([`crate::responses::warmup_events`]). A `stream_id` is echoed on every
 //! event of its response. A failure is an `error` event (`{"type": "error", "status",
 //! "error": {...}}`, the HTTP error's body) and leaves the socket open; a client that closes
 //! the socket cancels the response it was streaming.

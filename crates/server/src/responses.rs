@@ -851,40 +851,12 @@ pub(crate) async fn answer(
         Some(_) => items,
         None => fit_to_context(loaded, &req, items)?,
     };
-    let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
-    let choice = req
-        .tool_choice
-        .as_ref()
-        .map(tool_choice)
-        .transpose()?
-        .unwrap_or_default();
-    let ask = OutputAsk {
-        tools: match &chat_shaped {
-            Some(t) => output::openai_tools(t)?,
-            None => Vec::new(),
-        },
-        tool_choice: choice,
-        parallel_tool_calls: req.parallel_tool_calls.unwrap_or(false),
-        format: text_format(req.text.as_ref().and_then(|t| t.format.as_ref()))?,
-        budget: req.budget.ask()?,
-        ..Default::default()
-    };
-    let asked = Asked {
-        max_tokens: req.max_output_tokens,
-        temperature: req.temperature,
-        top_p: req.top_p,
-        seed: req.seed,
-        ..Default::default()
-    };
-    let asks_logprobs = req
-        .include
-        .iter()
-        .flatten()
-        .any(|i| i == "message.output_text.logprobs");
-    let logprobs = top_logprobs(
-        asks_logprobs || req.top_logprobs.is_some(),
-        req.top_logprobs,
-    )?;
+    let ReplyAsk {
+        chat_shaped,
+        ask,
+        asked,
+        logprobs,
+    } = reply_ask(&req)?;
     let keep = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
     let conversation = conversation_id(&req)?;
     let meta = ResponseMeta {
@@ -982,6 +954,61 @@ pub(crate) async fn answer(
     Ok(Answer::Whole(response))
 }
 
+/// What a request asks of its reply.
+struct ReplyAsk {
+    /// Its tools in Chat Completions' shape.
+    chat_shaped: Option<Value>,
+    /// Tools, tool choice, format and reasoning budget.
+    ask: OutputAsk,
+    /// Length and sampling.
+    asked: Asked,
+    /// Log-probabilities with this many alternatives per token, when asked for.
+    logprobs: Option<usize>,
+}
+
+fn reply_ask(req: &ResponsesRequest) -> Result<ReplyAsk> {
+    let chat_shaped = req.tools.as_deref().map(chat_tools).transpose()?;
+    let choice = req
+        .tool_choice
+        .as_ref()
+        .map(tool_choice)
+        .transpose()?
+        .unwrap_or_default();
+    let ask = OutputAsk {
+        tools: match &chat_shaped {
+            Some(t) => output::openai_tools(t)?,
+            None => Vec::new(),
+        },
+        tool_choice: choice,
+        parallel_tool_calls: req.parallel_tool_calls.unwrap_or(false),
+        format: text_format(req.text.as_ref().and_then(|t| t.format.as_ref()))?,
+        budget: req.budget.ask()?,
+        ..Default::default()
+    };
+    let asked = Asked {
+        max_tokens: req.max_output_tokens,
+        temperature: req.temperature,
+        top_p: req.top_p,
+        seed: req.seed,
+        ..Default::default()
+    };
+    let asks_logprobs = req
+        .include
+        .iter()
+        .flatten()
+        .any(|i| i == "message.output_text.logprobs");
+    let logprobs = top_logprobs(
+        asks_logprobs || req.top_logprobs.is_some(),
+        req.top_logprobs,
+    )?;
+    Ok(ReplyAsk {
+        chat_shaped,
+        ask,
+        asked,
+        logprobs,
+    })
+}
+
 /// A request whose input ends with `{"type": "compaction_trigger"}`, how newer clients ask
 /// for compaction on this endpoint itself (`POST /v1/responses/compact` is the older way):
 /// the conversation before it summarized ([`crate::compaction::summarize`]) and answered as
@@ -1058,17 +1085,33 @@ fn foreground_meta(
 
 /// The events of a response to `req` that generates nothing (a WebSocket's `generate:
 /// false`): created and completed at once with no output, kept as any other, so that the
-/// next request can continue from it by `previous_response_id`.
+/// next request can continue from it by `previous_response_id`. Its prompt (the one a
+/// reply would have) is evaluated meanwhile into a slot's cache, queued as any request: a
+/// request that continues it evaluates only what it adds. The prompt is checked as a
+/// reply's would be, so what would fail then fails now.
 pub(crate) fn warmup_events(
     state: &Arc<AppState>,
     req: &ResponsesRequest,
 ) -> Result<Vec<LoggedEvent>> {
+    let loaded = loaded(state)?;
     let own = own_items(req)?;
-    // The conversation it continues must be there, as for a response that generates.
-    history(state, req, own.clone())?;
+    let items = fit_to_context(loaded, req, req.managed(history(state, req, own.clone())?))?;
+    let reply = reply_ask(req)?;
+    // Checked as a reply of (at least) one token.
+    let asked = Asked {
+        max_tokens: Some(reply.asked.max_tokens.unwrap_or(1)),
+        ..reply.asked
+    };
+    let prepared = prepare_chat(loaded, &chat_input(req, &items)?, &reply.ask, &asked)?;
+    let prompt_tokens = prepared.prompt.len();
+    let mut rx = submit(state, prepared.prompt_only())?;
+    // The job lives while its receiver does: drained to its end, whoever waits.
+    tokio::spawn(async move { while rx.recv().await.is_some() {} });
     let mut s = StreamState::new(foreground_meta(state, req, own)?, None);
+    // Its usage: the prompt it queued (how much of it a slot's cache holds is known only
+    // once it runs), and no output.
     s.encode_event(Event::Started {
-        prompt_tokens: 0,
+        prompt_tokens,
         cached_tokens: 0,
     });
     s.complete(None);

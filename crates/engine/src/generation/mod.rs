@@ -299,6 +299,8 @@ impl EventSink for std::sync::mpsc::Sender<Event> {
 /// One generation, tokenized.
 pub struct Job {
     pub prompt: Vec<i32>,
+    /// Tokens to generate at most; 0 evaluates the prompt into the slot's cache and ends
+    /// with nothing sampled (a warm-up that a later prompt sharing its prefix reuses).
     pub max_tokens: u32,
     pub sampling: SamplingParams,
     /// Generation stops at the first of these; it is not part of the text.
@@ -893,6 +895,17 @@ impl<'b, B: Backend> Generator<'b, B> {
                 prompt_tokens: job.prompt.len(),
                 cached_tokens: filled.reused,
             });
+            if job.max_tokens == 0 {
+                // A prompt evaluated for the slot's cache alone (a warm-up): nothing sampled.
+                job.events.send(Event::Done {
+                    finish_reason: FinishReason::Length,
+                    completion_tokens: 0,
+                    reasoning_tokens: 0,
+                });
+                self.slot_completed(i);
+                self.publish();
+                continue;
+            }
             if let Ok(mut ids) = stats.generated_ids.lock() {
                 ids.clear();
             }
@@ -1157,6 +1170,11 @@ impl<'b, B: Backend> Generator<'b, B> {
             completion_tokens: r.generated as usize,
             reasoning_tokens,
         });
+        self.slot_completed(i);
+    }
+
+    /// Slot `i`'s job completed: the slot is idle and the most recently used.
+    fn slot_completed(&mut self, i: usize) {
         self.slot_idle(i);
         self.clock += 1;
         self.slots[i].last_used = self.clock;

@@ -472,6 +472,34 @@ fn active_slots_decode_in_one_batch_and_each_gets_its_own_output() {
     assert_eq!(fake.decodes.len(), 2);
 }
 
+/// A warm-up (`max_tokens` 0) evaluates its prompt and samples nothing; the next prompt
+/// sharing its prefix reuses it.
+#[test]
+fn a_job_of_no_tokens_evaluates_its_prompt_for_the_next_one() {
+    let mut fake = Fake::new(1, &[(9, &[1, 2, 5])]);
+    let mut g = generator(&mut fake);
+    let (warm, warm_rec) = job(&[9, 8, 7, 6], 0, &[]);
+    g.submit(warm);
+    g.run_until_idle();
+    assert_eq!(warm_rec.done(), Some((FinishReason::Length, 0)));
+    assert_eq!(warm_rec.text(), "");
+    assert_eq!(
+        g.backend().decodes.len(),
+        0,
+        "nothing decoded after the prompt"
+    );
+    assert_eq!(g.backend().stats.generated_tokens.get(), 0);
+    let (j, rec) = job(&[9, 8, 7, 6, 5], 2, &[]);
+    g.submit(j);
+    g.run_until_idle();
+    assert_eq!(rec.done(), Some((FinishReason::Length, 2)));
+    let p = &g.backend().prefills;
+    assert_eq!((p[1].1.reused, p[1].1.evaluated), (4, 1));
+    let c = g.counters();
+    assert_eq!(c.completed.load(Ordering::Relaxed), 2);
+    assert!(g.idle());
+}
+
 #[test]
 fn a_job_goes_to_the_slot_that_shares_its_prefix() {
     let mut fake = Fake::new(2, &[(1, &[1]), (2, &[2])]);
