@@ -292,3 +292,48 @@ fn infill_and_suffix_fill_the_middle_in_their_layouts() {
     );
     assert!(server.stop().success());
 }
+
+/// `n_predict: 0`, how editors (llama.vim, llama.vscode) keep their context files in a
+/// slot's cache between completions, evaluates the prompt and generates nothing, as
+/// llama-server does; the completion that follows with the same files reuses them.
+#[test]
+fn n_predict_zero_evaluates_the_context_ahead_and_generates_nothing() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen3-30b-a3b-mini", &[]);
+    let mut server = Server::start(&model, &["-c", "2048", "-b", "512"]);
+    let files: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({"filename": format!("src/part{i}.py"),
+                   "text": format!("def part{i}(x):\n    return x * {i} + 1\n").repeat(10)})
+        })
+        .collect();
+    let ring = json!({"input_prefix": "", "input_suffix": "", "input_extra": files,
+                      "prompt": "", "n_predict": 0, "temperature": 0.0, "samplers": [],
+                      "cache_prompt": true, "t_max_prompt_ms": 1, "t_max_predict_ms": 1});
+    let warm = post(&server, "/infill", ring);
+    assert_eq!(warm["content"], "", "{warm}");
+    assert_eq!(warm["tokens_predicted"], 0, "{warm}");
+    assert_eq!(warm["stop_type"], "limit", "{warm}");
+    let evaluated = warm["tokens_evaluated"].as_u64().unwrap();
+    assert!(evaluated > 600, "the context files are evaluated: {warm}");
+    let slots: Value = ureq::get(&server.url("/slots"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(slots[0]["n_decoded"], 0, "{slots}");
+    let fim = post(
+        &server,
+        "/infill",
+        json!({"input_prefix": "def total(x):\n    return ", "input_suffix": "\n",
+               "input_extra": files, "n_predict": 4, "temperature": 0.0}),
+    );
+    let cached = fim["tokens_cached"].as_u64().unwrap();
+    assert!(
+        cached >= 512 && cached < evaluated,
+        "the files evaluated ahead are reused (whole ubatches): {cached} of {evaluated}: {fim}"
+    );
+    assert_eq!(fim["tokens_predicted"], 4, "{fim}");
+    server.stop();
+}
