@@ -8,8 +8,8 @@
 //! response it answered, so that the next request may continue it by
 //! `previous_response_id` even when it was not stored (`store: false`). `generate: false`
 //! answers a response with no output to continue from, and evaluates its prompt into a
-//! slot's cache meanwhile ([`crate::responses::warmup_events`]). A `stream_id` is echoed on every
-//! event of its response. A failure is an `error` event (`{"type": "error", "status",
+//! slot's cache meanwhile ([`crate::responses::warmup_events`]). A `stream_id` is echoed
+//! on every event of its response. A failure is an `error` event (`{"type": "error", "status",
 //! "error": {...}}`, the HTTP error's body) and leaves the socket open; a client that closes
 //! the socket cancels the response it was streaming.
 
@@ -43,6 +43,9 @@ pub(crate) async fn upgrade(
         .into_response(),
     }
 }
+
+/// Messages that may wait while a response streams; one more is answered with an error.
+const MAX_WAITING: usize = 32;
 
 /// What the socket read that is not the answer to wait for.
 enum Incoming {
@@ -113,7 +116,15 @@ async fn serve(state: Arc<AppState>, socket: WebSocket) {
                     }
                 }
                 incoming = read(&mut rx) => match incoming {
-                    Incoming::Text(t) => waiting.push_back(t),
+                    Incoming::Text(t) if waiting.len() < MAX_WAITING => waiting.push_back(t),
+                    Incoming::Text(_) => {
+                        let e = ApiError::bad_request(format!(
+                            "{MAX_WAITING} messages already wait for the response under way: wait for its end before sending more"
+                        ));
+                        if send(&mut tx, error_event(&e, None)).await.is_err() {
+                            return;
+                        }
+                    }
                     // Dropping the events ends the generation at its next token.
                     Incoming::Closed => return,
                 },
