@@ -32,6 +32,10 @@ use crate::ServerOptions;
 #[derive(Debug, Clone, Default)]
 pub struct Asked {
     pub max_tokens: Option<u32>,
+    /// Evaluate the prompt into a slot's cache and generate nothing (a warm-up: a later
+    /// request sharing its prefix evaluates only the rest), once checked as the reply
+    /// `max_tokens` asks for would be.
+    pub prompt_only: bool,
     /// The protocol's default when `max_tokens` is absent (`None`: the room left).
     pub default_max_tokens: Option<u32>,
     pub temperature: Option<f32>,
@@ -132,13 +136,6 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The prompt evaluated into a slot's cache and nothing generated (a warm-up: a later
-    /// request sharing its prefix evaluates only the rest). Checked as the request was.
-    pub fn prompt_only(mut self) -> Prepared {
-        self.max_tokens = 0;
-        self
-    }
-
     pub fn with_output(mut self, plan: OutputPlan) -> Prepared {
         self.constraint = plan.constraint;
         self.parser = plan.parser;
@@ -306,7 +303,7 @@ pub fn prepare(loaded: &Loaded, prompt: Vec<i32>, asked: &Asked) -> Result<Prepa
     }
     Ok(Prepared {
         prompt,
-        max_tokens,
+        max_tokens: if asked.prompt_only { 0 } else { max_tokens },
         sampling,
         stop: asked.stop.clone(),
         constraint: None,

@@ -303,15 +303,12 @@ async fn complete(
         ..Default::default()
     };
     let plan = ask.plan(loaded, None)?;
-    // `n_predict: 0` evaluates the prompt and generates nothing, as llama-server does:
-    // editors (llama.vim, llama.vscode) send such requests to keep their context in a
-    // slot's cache ahead of the next completion. Checked as a reply of one token.
-    let prompt_only = req.n_predict == Some(0);
     let asked = Asked {
-        max_tokens: match req.n_predict {
-            Some(0) => Some(1),
-            n => n.filter(|&n| n > 0).map(|n| n as u32),
-        },
+        max_tokens: req.n_predict.filter(|&n| n > 0).map(|n| n as u32),
+        // `n_predict: 0` evaluates the prompt and generates nothing, as llama-server does:
+        // editors (llama.vim, llama.vscode) send such requests to keep their context in a
+        // slot's cache ahead of the next completion.
+        prompt_only: req.n_predict == Some(0),
         temperature: Some(req.temperature.unwrap_or(0.8)),
         top_p: req.top_p,
         top_k: req.top_k,
@@ -328,11 +325,6 @@ async fn complete(
         .with_output(plan)
         .with_logprobs(n_probs.or(return_tokens.then_some(0)))
         .with_line_limits(req.line_limits());
-    let prepared = if prompt_only {
-        prepared.prompt_only()
-    } else {
-        prepared
-    };
     let model = state.model_name.clone();
     let started = std::time::Instant::now();
     let rx = submit(state, prepared)?;

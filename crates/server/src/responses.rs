@@ -1097,14 +1097,13 @@ pub(crate) fn warmup_events(
     let own = own_items(req)?;
     let items = fit_to_context(loaded, req, req.managed(history(state, req, own.clone())?))?;
     let reply = reply_ask(req)?;
-    // Checked as a reply of (at least) one token.
     let asked = Asked {
-        max_tokens: Some(reply.asked.max_tokens.unwrap_or(1)),
+        prompt_only: true,
         ..reply.asked
     };
     let prepared = prepare_chat(loaded, &chat_input(req, &items)?, &reply.ask, &asked)?;
     let prompt_tokens = prepared.prompt.len();
-    let mut rx = submit(state, prepared.prompt_only())?;
+    let mut rx = submit(state, prepared)?;
     // The job lives while its receiver does: drained to its end, whoever waits.
     tokio::spawn(async move { while rx.recv().await.is_some() {} });
     let mut s = StreamState::new(foreground_meta(state, req, own)?, None);

@@ -77,6 +77,7 @@ impl Sampling {
             seed: self.seed,
             stop: self.stop.clone().map(Stop::into_vec).unwrap_or_default(),
             extras: self.extras.clone(),
+            prompt_only: false,
         }
     }
 
