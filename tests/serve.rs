@@ -591,6 +591,79 @@ fn parallel_requests_each_get_their_own_output() {
     assert!(metrics.contains("epm_slots 3"), "{metrics}");
 }
 
+/// A long prompt that arrives while another request replies is evaluated in the same
+/// ubatches as alone, with a decode step of the reply between each two (the reply goes on
+/// instead of waiting for the whole prompt), and gives the same first token, logits and all.
+#[test]
+fn a_long_prompt_beside_a_reply_pauses_for_it_and_answers_as_alone() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let model = mini(dir.path());
+    let args = ["--parallel", "2", "-c", "4096", "-ub", "64"];
+    let long = json!({"prompt": "The river bends past the old mill and the town. ".repeat(60),
+        "max_tokens": 1, "temperature": 0, "logprobs": 5});
+    let reply = json!({"prompt": "Tell me a long story", "max_tokens": 600, "temperature": 0,
+        "stream": true});
+    let s = Server::start(&model, &args);
+    let (beside, reply_tokens, tokens_before_long) = std::thread::scope(|sc| {
+        let (first_token, started) = std::sync::mpsc::channel();
+        let s = &s;
+        let reply = sc.spawn(move || {
+            let r = ureq::post(&s.url("/v1/completions"))
+                .send_json(reply)
+                .unwrap();
+            let mut tokens = 0;
+            for line in BufReader::new(r.into_reader()).lines() {
+                let line = line.unwrap();
+                let Some(data) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                if data == "[DONE]" {
+                    break;
+                }
+                let e: Value = serde_json::from_str(data).unwrap();
+                if e["choices"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| !t.is_empty())
+                {
+                    tokens += 1;
+                    if tokens == 1 {
+                        first_token.send(()).unwrap();
+                    }
+                }
+            }
+            tokens
+        });
+        started.recv_timeout(Duration::from_secs(60)).unwrap();
+        let before = s.metric("epm_generated_tokens_total");
+        let beside = s.post("/v1/completions", &long).unwrap();
+        (beside, reply.join().unwrap(), before)
+    });
+    let prompt_tokens = beside["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(
+        prompt_tokens > 512,
+        "{prompt_tokens} tokens: too few ubatches"
+    );
+    let pauses = s.metric("epm_prefill_pauses_total");
+    let ubatches = prompt_tokens.div_ceil(64) as f64;
+    // A pause after every ubatch but the last, while the reply ran (its 600 tokens outlast
+    // the prompt's ubatches unless it ended early).
+    assert!(
+        pauses >= 1.0 && pauses <= ubatches - 1.0,
+        "{pauses} pauses over {ubatches} ubatches"
+    );
+    assert!(reply_tokens as f64 >= tokens_before_long + pauses);
+    drop(s);
+    let alone = Server::start(&model, &args)
+        .post("/v1/completions", &long)
+        .unwrap();
+    assert_eq!(
+        beside["choices"][0]["logprobs"], alone["choices"][0]["logprobs"],
+        "the long prompt's first token differs beside a reply"
+    );
+    assert_eq!(beside["usage"], alone["usage"]);
+}
+
 #[test]
 fn several_choices_are_the_seeded_requests_one_after_another_streamed_or_not() {
     let _serial = serial();

@@ -160,10 +160,11 @@ impl<'e> Session<'e> {
         progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
         gone: Option<GoneProbe<'_>>,
     ) -> Result<i32, EngineError> {
-        // Progress for readers on other threads (the server's pager view).
+        // Progress for readers on other threads (the server's pager view), in the prompt's
+        // positions: a prefill the core paused and resumed goes on from where it was.
         let stats = self.engine.stats().clone();
-        stats.prefill_total.set((prompt.len() - start) as u64);
-        stats.prefill_done.set(0);
+        stats.prefill_total.set(prompt.len() as u64);
+        stats.prefill_done.set(start as u64);
         let result = self.prefill_batches(seq, prompt, start, &stats, progress, gone);
         stats.prefill_total.set(0);
         stats.prefill_done.set(0);
@@ -335,7 +336,6 @@ impl<'e> Session<'e> {
                 gone,
             )
         };
-        let stats = self.engine.stats();
         let logits = match logits {
             Ok(l) => l,
             Err(EngineError::Cancelled) => {
@@ -348,8 +348,6 @@ impl<'e> Session<'e> {
                     held = 0;
                 }
                 *cache = prefix::after_prefill(&prompt[..held], &self.split);
-                stats.prompt_tokens.add(at.evaluated as u64);
-                stats.reused_prompt_tokens.add(keep as u64);
                 return Err(EngineError::Cancelled);
             }
             Err(e) => {
@@ -359,13 +357,18 @@ impl<'e> Session<'e> {
             }
         };
         *cache = prefix::after_prefill(prompt, &self.split);
-        stats.prompt_tokens.add((prompt.len() - keep) as u64);
-        stats.reused_prompt_tokens.add(keep as u64);
         Ok(Prefilled {
             reused: keep,
             evaluated: prompt.len() - keep,
             logits,
         })
+    }
+
+    /// Whether a prefill stopped on a ubatch boundary keeps all it evaluated when asked
+    /// again: when prompts are handed to llama.cpp in the split's ubatches (`n_batch` a
+    /// multiple of `n_ubatch`), the only case in which anything is reused.
+    pub fn can_pause_prefill(&self) -> bool {
+        self.opts.n_batch.max(1) % self.opts.n_ubatch.max(1) == 0
     }
 
     /// How many leading tokens of `prompt` may keep their KV from a cache holding `cache`

@@ -245,6 +245,12 @@ impl Collector for Scrape {
         )?;
         counter(
             e,
+            "epm_prefill_pauses",
+            "Pauses of a prompt's prefill, after a ubatch, for one decode step of the slots already replying.",
+            load(&g.prefill_pauses),
+        )?;
+        counter(
+            e,
             "epm_reasoning_tokens",
             "Tokens generated inside reasoning blocks (chat replies).",
             load(&g.reasoning_tokens),

@@ -82,7 +82,8 @@ pub struct RunStats {
     /// Writes of the stats file and of the routing trace that failed (the run went on).
     pub stats_write_failures: Counter,
     pub trace_write_failures: Counter,
-    /// The prompt being evaluated now: tokens done and in all (both 0 when none).
+    /// The prompt being evaluated now: its positions computed or kept, and its length (both
+    /// 0 when none).
     pub prefill_done: Counter,
     pub prefill_total: Counter,
     pub peak_rss: Counter,

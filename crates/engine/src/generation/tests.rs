@@ -46,6 +46,14 @@ struct Fake {
     fail_loads: bool,
     /// Whether each pick was constrained (its grammar applied), in order.
     constrained: Vec<bool>,
+    /// Prompt tokens per ubatch: a prefill evaluates its prompt in pieces of this many from
+    /// the kept part, and hears `progress` after each.
+    n_ubatch: usize,
+    /// What [`Backend::can_pause_prefill`] says.
+    pausable: bool,
+    /// Every evaluation in order: a prefill's ubatch as `p<seq>:<start>..<end>`, a decode
+    /// step as `d<seq>,<seq>...`.
+    timeline: Vec<String>,
     /// The token each pick could take outside the grammar, in order.
     free: Vec<Option<i32>>,
 }
@@ -67,6 +75,9 @@ impl Fake {
             fail_loads: false,
             constrained: Vec::new(),
             free: Vec::new(),
+            n_ubatch: usize::MAX,
+            pausable: true,
+            timeline: Vec::new(),
         }
     }
 }
@@ -105,20 +116,26 @@ impl Backend for Fake {
         let reused =
             epm_core::prefix::shared_prefix_len(&cache.tokens, prompt).min(prompt.len() - 1);
         let to_evaluate = prompt.len() - reused;
-        let first = progress(PrefillProgress {
+        let mut at = PrefillProgress {
             cached: reused,
             evaluated: 0,
             to_evaluate,
-        });
-        if first.is_break() {
+        };
+        if progress(at).is_break() {
             cache.tokens = prompt[..reused].to_vec();
             return Err(EngineError::Cancelled);
         }
-        let _ = progress(PrefillProgress {
-            cached: reused,
-            evaluated: to_evaluate,
-            to_evaluate,
-        });
+        while at.evaluated < to_evaluate {
+            let start = reused + at.evaluated;
+            let end = start.saturating_add(self.n_ubatch).min(prompt.len());
+            self.timeline.push(format!("p{seq}:{start}..{end}"));
+            at.evaluated = end - reused;
+            if progress(at).is_break() && end < prompt.len() {
+                cache.tokens = prompt[..end].to_vec();
+                cache.exact = end;
+                return Err(EngineError::Cancelled);
+            }
+        }
         cache.tokens = prompt.to_vec();
         cache.exact = prompt.len();
         let script = self.scripts.get(&prompt[0]).cloned().unwrap_or_default();
@@ -131,6 +148,9 @@ impl Backend for Fake {
         };
         self.prefills.push((seq, p));
         Ok(p)
+    }
+    fn can_pause_prefill(&self) -> bool {
+        self.pausable
     }
     fn reusable_prefix(&self, cache: &SeqCache, prompt: &[i32]) -> usize {
         let common = epm_core::prefix::shared_prefix_len(&cache.tokens, prompt);
@@ -196,6 +216,8 @@ impl Backend for Fake {
     }
     fn decode(&mut self, steps: &[Step]) -> Result<(), EngineError> {
         self.decodes.push(steps.to_vec());
+        let seqs: Vec<String> = steps.iter().map(|s| s.seq.to_string()).collect();
+        self.timeline.push(format!("d{}", seqs.join(",")));
         self.batch = steps.iter().map(|s| s.seq).collect();
         Ok(())
     }
@@ -519,6 +541,105 @@ fn a_job_goes_to_the_slot_that_shares_its_prefix() {
     assert_ne!(p[0].0, p[1].0, "two jobs at once take two slots");
     assert_eq!((p[2].0, p[2].1.reused), (p[1].0, 3));
     assert_eq!((p[3].0, p[3].1.reused), (p[0].0, 3));
+}
+
+/// Slot 0 replies with ten tokens; then a prompt of nine tokens, in ubatches of two,
+/// arrives for slot 1. Returns the fake, the long prompt's progress events, both texts and
+/// the long prompt's recorder.
+fn long_prompt_beside_a_reply(
+    pausable: bool,
+) -> (Fake, Vec<PrefillProgress>, String, String, Recorder) {
+    let mut fake = Fake::new(2, &[(1, &[1; 10]), (2, &[2, 2])]);
+    fake.n_ubatch = 2;
+    fake.pausable = pausable;
+    let counters = Arc::new(GenerationCounters::with_slots(2));
+    let mut g = Generator::new(&mut fake, Arc::clone(&counters));
+    let (a, ra) = job(&[1, 4], 10, &[]);
+    g.submit(a);
+    g.step();
+    let (b, rb) = job(&[2, 4, 4, 4, 4, 4, 4, 4, 4], 2, &[]);
+    g.submit(b);
+    g.run_until_idle();
+    let progress = rb
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Progress(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        counters.prefill_pauses.load(Ordering::Relaxed),
+        if pausable { 4 } else { 0 }
+    );
+    drop(g);
+    (fake, progress, ra.text(), rb.text(), rb)
+}
+
+#[test]
+fn a_long_prompt_pauses_after_each_ubatch_for_a_decode_step_of_the_running_reply() {
+    let (fake, progress, a, b, rb) = long_prompt_beside_a_reply(true);
+    assert_eq!((a.as_str(), b.as_str()), ("aaaaaaaaaa", "bb"));
+    // The reply (sequence `a`) took its first token at admission and one more in the
+    // first step; the prompt of sequence `b` is evaluated in the ubatches of one prefill,
+    // with a decode step of `a` between each two, and none after the last.
+    let (a, b) = (fake.prefills[0].0, fake.prefills[1].0);
+    let expected =
+        format!(
+        "p{a}:0..2 d{a} p{b}:0..2 d{a} p{b}:2..4 d{a} p{b}:4..6 d{a} p{b}:6..8 d{a} p{b}:8..9 d{}",
+        if a < b { format!("{a},{b}") } else { format!("{b},{a}") }
+    );
+    assert_eq!(fake.timeline[..12].join(" "), expected);
+    // The client hears the job's progress, from where its first call found the cache, once
+    // per ubatch.
+    let evaluated: Vec<usize> = progress.iter().map(|p| p.evaluated).collect();
+    assert_eq!(evaluated, [0, 2, 4, 6, 8, 9]);
+    assert!(progress.iter().all(|p| p.cached == 0 && p.to_evaluate == 9));
+    // The job counts as one prefill of nine tokens, none reused.
+    let started = rb.events.lock().unwrap().iter().find_map(|e| match e {
+        Event::Started { cached_tokens, .. } => Some(*cached_tokens),
+        _ => None,
+    });
+    assert_eq!(started, Some(0));
+    // Its last call kept what the pauses had evaluated.
+    let last = fake.prefills[1].1;
+    assert_eq!((last.reused, last.evaluated), (8, 1));
+    assert_eq!(fake.stats.prompt_tokens.get(), 2 + 9);
+    assert_eq!(fake.stats.reused_prompt_tokens.get(), 0);
+}
+
+#[test]
+fn a_prefill_that_cannot_keep_its_ubatches_does_not_pause() {
+    let (fake, progress, a, b, _) = long_prompt_beside_a_reply(false);
+    assert_eq!((a.as_str(), b.as_str()), ("aaaaaaaaaa", "bb"));
+    let (a, b) = (fake.prefills[0].0, fake.prefills[1].0);
+    assert_eq!(
+        fake.timeline[..7].join(" "),
+        format!("p{a}:0..2 d{a} p{b}:0..2 p{b}:2..4 p{b}:4..6 p{b}:6..8 p{b}:8..9")
+    );
+    assert_eq!(progress.len(), 6);
+    assert_eq!(fake.stats.prompt_tokens.get(), 2 + 9);
+}
+
+#[test]
+fn a_prompt_alone_is_prefilled_in_one_go() {
+    let mut fake = Fake::new(2, &[(2, &[2, 2])]);
+    fake.n_ubatch = 2;
+    let counters = Arc::new(GenerationCounters::with_slots(2));
+    let mut g = Generator::new(&mut fake, Arc::clone(&counters));
+    let (b, rb) = job(&[2, 4, 4, 4, 4], 2, &[]);
+    g.submit(b);
+    g.run_until_idle();
+    assert_eq!(rb.text(), "bb");
+    assert_eq!(counters.prefill_pauses.load(Ordering::Relaxed), 0);
+    drop(g);
+    let b = fake.prefills[0].0;
+    assert_eq!(
+        fake.timeline[..3].join(" "),
+        format!("p{b}:0..2 p{b}:2..4 p{b}:4..5")
+    );
 }
 
 #[test]
