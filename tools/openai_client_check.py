@@ -380,7 +380,8 @@ def socket_events(conn, until=("response.completed", "error")):
 def socket_checks(client, base):
     """The Responses API's WebSocket mode (`client.responses.connect()`): the text and events
     of an HTTP stream, a `store: false` response continued on the socket by
-    `previous_response_id` as the whole conversation sent over HTTP would be, a warm-up
+    `previous_response_id` as the whole conversation sent over HTTP would be (and a stored
+    response after it continued over HTTP), a warm-up
     (`generate: false`) continued from with its prompt found evaluated, requests sent back to back answered in order, a
     `stream_id` echoed, errors as `error` events that leave the socket open (the code a
     client resends the whole conversation on), a closed socket cancelling its response, and
@@ -414,6 +415,20 @@ def socket_checks(client, base):
         unknown = raised(openai.BadRequestError, client.responses.create, model="any", input="x",
                          previous_response_id=chained.id, max_output_tokens=2)
         out["unstored_unknown_over_http"] = unknown is not None and unknown.code == "previous_response_not_found"
+        # A stored response that continues the unstored one keeps the conversation before it:
+        # continued over HTTP, it is the whole conversation.
+        conn.response.create(model="any", input="And one more?", previous_response_id=chained.id,
+                             max_output_tokens=8, temperature=0, store=True)
+        stored = socket_events(conn)[-1].response
+        later = client.responses.create(model="any", input="Which one is brightest?", previous_response_id=stored.id,
+                                        max_output_tokens=8, temperature=0, store=False)
+        whole = client.responses.create(model="any", max_output_tokens=8, temperature=0, store=False, input=[
+            {"role": "user", "content": "Name a colour."}, *[o.model_dump() for o in first.output],
+            {"role": "user", "content": "And another?"}, *[o.model_dump() for o in chained.output],
+            {"role": "user", "content": "And one more?"}, *[o.model_dump() for o in stored.output],
+            {"role": "user", "content": "Which one is brightest?"}])
+        out["stored_after_unstored"] = {"input_tokens": [later.usage.input_tokens, whole.usage.input_tokens],
+                                        "same_reply": later.output_text == whole.output_text}
         # A warm-up evaluates its prompt ahead (long enough for whole ubatches to be kept):
         # the turn that continues it finds them in the slot's cache.
         long_instructions = "Answer briefly, in plain words, and name one colour only. " * 30
@@ -471,6 +486,8 @@ def socket_checks(client, base):
           and out["unstored_chain"]["input_tokens"][0] == out["unstored_chain"]["input_tokens"][1]
           and out["unstored_chain"]["same_reply"] and out["unstored_chain"]["stream_id_on_every_event"]
           and out["unstored_unknown_over_http"]
+          and out["stored_after_unstored"]["input_tokens"][0] == out["stored_after_unstored"]["input_tokens"][1]
+          and out["stored_after_unstored"]["same_reply"]
           and out["warm_up"]["output"] == 0 and out["warm_up"]["status"] == "completed"
           and out["warm_up"]["input_tokens"][0] == out["warm_up"]["input_tokens"][1]
           and out["warm_up"]["same_reply"] and out["warm_up"]["evaluated_ahead"] >= 256

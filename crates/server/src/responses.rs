@@ -552,6 +552,9 @@ struct ResponseMeta {
     /// The request's own input items: kept with the response when `store`, and added with
     /// its output items to `conversation` once it is done.
     input: Vec<Value>,
+    /// The conversation before the request when it continues a response its WebSocket
+    /// remembers and the store does not hold ([`unstored_before`]).
+    unstored_before: Option<Vec<Value>>,
     store: bool,
     conversation: Option<String>,
     /// A background response's request, kept with it while it runs: a server that stops
@@ -609,11 +612,20 @@ impl ResponseMeta {
             return;
         }
         if let Ok(mut store) = self.state.responses.lock() {
-            let (id, previous, input) = (
-                &self.id,
-                self.previous_response_id.clone(),
-                self.input.clone(),
-            );
+            // A response that continues an unstored one keeps the conversation before it in
+            // its input: no stored response holds it to be pointed at.
+            let (id, previous, input) = match &self.unstored_before {
+                Some(before) => (
+                    &self.id,
+                    None,
+                    [before.clone(), self.input.clone()].concat(),
+                ),
+                None => (
+                    &self.id,
+                    self.previous_response_id.clone(),
+                    self.input.clone(),
+                ),
+            };
             let kept = match &self.request {
                 Some(request) => {
                     store.insert_running(id, previous, input, response.clone(), request.clone())
@@ -869,6 +881,7 @@ pub(crate) async fn answer(
         instructions: req.instructions.clone(),
         truncation: req.truncation,
         state: state.clone(),
+        unstored_before: unstored_before(&state, &req),
         input: own,
         store: keep,
         conversation,
@@ -1077,10 +1090,27 @@ fn foreground_meta(
         truncation: req.truncation,
         store: req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled()),
         conversation: conversation_id(req)?,
+        unstored_before: unstored_before(state, req),
         state: state.clone(),
         input,
         request: None,
     })
+}
+
+/// The conversation before `req` when it continues, by `previous_response_id`, a response
+/// its WebSocket remembers that the store does not hold (one sent with `store: false`).
+/// Stored in turn, `req`'s response keeps it in its own input, so that it can be continued
+/// over HTTP too.
+fn unstored_before(state: &AppState, req: &ResponsesRequest) -> Option<Vec<Value>> {
+    let r = req
+        .remembered
+        .as_ref()
+        .filter(|r| req.previous_response_id.as_ref() == Some(&r.id))?;
+    let stored = state
+        .responses
+        .lock()
+        .is_ok_and(|mut s| s.response(&r.id).is_ok());
+    (!stored).then(|| r.items.clone())
 }
 
 /// The events of a response to `req` that generates nothing (a WebSocket's `generate:
