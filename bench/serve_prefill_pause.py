@@ -5,11 +5,13 @@ more) builds side by side. The reply (a streamed completion of --reply-tokens to
 first; once it has streamed --lead tokens, the long prompt (the text of -f, a streamed
 completion of --long-tokens tokens) is sent. Each run starts a fresh server (cold page
 cache, empty prompt store), the builds alternating; every run must give each request the
-same text as the first build's first run.
+same text as the first build's first run. With --short-after-s, a third request (a short
+prompt, `--parallel 3`) is sent that long after the long prompt: its time to first token
+says whether it waited for the long prompt's end.
 
     python3 bench/serve_prefill_pause.py --bin /root/bins/before --bin target/release/epm-run \
         --label before --label after -m W1.gguf --budget-mb 8192 [-f bench/w1-prompt-2000.txt] \
-        [--runs 3] --out validate/serve-prefill-pause-w1-8g.json
+        [--runs 3] [--short-after-s 20] --out validate/serve-prefill-pause-w1-8g.json
 """
 import argparse, json, os, statistics, sys, threading, time
 
@@ -21,6 +23,7 @@ from epmlib import (add_build_args, build_labels, disk_read_mb_s, drop_cache, ma
                     start_server, write_report)
 
 REPLY_PROMPT = "Tell me a long story about a river, a mill and the town around them."
+SHORT_PROMPT = "Name three colours."
 
 
 def stream_completion(port, body, on_token):
@@ -60,7 +63,8 @@ def metric(port, name):
 
 def one_run(a, label, binary, long_prompt):
     drop_cache(a.model)
-    cmd = [binary, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--parallel", "2",
+    slots = 2 if a.short_after_s is None else 3
+    cmd = [binary, "serve", "-m", a.model, "--port", "0", "-c", str(a.ctx), "-t", "2", "--parallel", str(slots),
            "--ram-budget-mb", str(a.budget_mb)] + a.arg
     proc, port = start_server(cmd)
     try:
@@ -83,16 +87,32 @@ def one_run(a, label, binary, long_prompt):
         if not lead.wait(timeout=3600):
             raise SystemExit("the reply did not start")
         sent = time.time()
+        short_times = []
+
+        def short():
+            time.sleep(a.short_after_s)
+            out["short_sent"] = time.time()
+            out["short"] = stream_completion(port, {"prompt": SHORT_PROMPT, "max_tokens": 4, "temperature": 0},
+                                             short_times.append)
+
+        sh = None
+        if a.short_after_s is not None:
+            sh = threading.Thread(target=short)
+            sh.start()
         long_text, long_usage = stream_completion(port, {"prompt": long_prompt, "max_tokens": a.long_tokens,
                                                          "temperature": 0}, long_times.append)
         th.join()
+        if sh:
+            sh.join()
         reply_text, reply_usage = out["reply"]
         first = long_times[0]
         # The reply's tokens while the long prompt was evaluated, and its longest wait then.
         during = [t for t in reply_times if sent <= t <= first]
         marks = [sent] + during + [min(first, reply_times[-1])]
         gaps = [b - a_ for a_, b in zip(marks, marks[1:])]
-        return {
+        row = {} if sh is None else {"short_ttft_s": short_times[0] - out["short_sent"],
+                                     "short_text": out["short"][0]}
+        return row | {
             "label": label,
             "long_ttft_s": first - sent,
             "long_prompt_tokens": long_usage["prompt_tokens"],
@@ -120,6 +140,8 @@ def main():
                     help="tokens the long prompt asks for (its first comes from its prefill alone: the "
                          "same in every run; later ones are decoded beside the reply)")
     ap.add_argument("-c", "--ctx", type=int, default=8192)
+    ap.add_argument("--short-after-s", type=float,
+                    help="send a short prompt this long after the long one, on a third slot")
     ap.add_argument("--arg", action="append", default=[], help="an extra serve flag for every build")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -135,6 +157,8 @@ def main():
             rows.append(row)
     by = {l: [r for r in rows if r["label"] == l] for l in labels}
     keys = ("reply_longest_wait_s", "long_ttft_s", "reply_total_s", "reply_tokens_during_long_prefill")
+    if a.short_after_s is not None:
+        keys = ("short_ttft_s",) + keys
     med = {l: {k: statistics.median(r[k] for r in by[l]) for k in keys} for l in labels}
     base, last = labels[0], labels[-1]
     report = {
@@ -143,8 +167,8 @@ def main():
         "command": "python3 bench/serve_prefill_pause.py " + " ".join(sys.argv[1:]),
         "machine": machine(), "disk_read_mb_s": {"before": disk_before, "after": disk_read_mb_s(a.model)},
         "medians": med,
-        "ratio_of_medians": {k: med[last][k] / med[base][k] for k in keys[:3]},
-        "pairs": {k: [y[k] / x[k] for x, y in zip(by[base], by[last])] for k in keys[:3]},
+        "ratio_of_medians": {k: med[last][k] / med[base][k] for k in keys[:-1]},
+        "pairs": {k: [y[k] / x[k] for x, y in zip(by[base], by[last])] for k in keys[:-1]},
         "same_text": len({(r["reply_text"], r["long_text"]) for r in rows}) == 1,
         "runs": rows,
     }

@@ -157,7 +157,7 @@ impl Collector for Scrape {
         gauge(
             e,
             "epm_active_slots",
-            "Slots generating now.",
+            "Slots busy now: evaluating a prompt or generating.",
             g.active_slots.load(Ordering::Relaxed) as f64,
         )?;
         gauge(
@@ -246,7 +246,7 @@ impl Collector for Scrape {
         counter(
             e,
             "epm_prefill_pauses",
-            "Pauses of a prompt's prefill, after a ubatch, for one decode step of the slots already replying.",
+            "Pauses of a prompt's prefill after a ubatch, for the next step: the replies under way, other prompts, requests that arrived.",
             load(&g.prefill_pauses),
         )?;
         counter(

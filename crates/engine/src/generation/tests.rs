@@ -624,7 +624,7 @@ fn a_prefill_that_cannot_keep_its_ubatches_does_not_pause() {
 }
 
 #[test]
-fn a_prompt_alone_is_prefilled_in_one_go() {
+fn a_prompt_alone_pauses_after_each_ubatch_and_is_evaluated_in_the_same_ubatches() {
     let mut fake = Fake::new(2, &[(2, &[2, 2])]);
     fake.n_ubatch = 2;
     let counters = Arc::new(GenerationCounters::with_slots(2));
@@ -633,13 +633,72 @@ fn a_prompt_alone_is_prefilled_in_one_go() {
     g.submit(b);
     g.run_until_idle();
     assert_eq!(rb.text(), "bb");
-    assert_eq!(counters.prefill_pauses.load(Ordering::Relaxed), 0);
+    // Between its ubatches the core looked for other work: there was none.
+    assert_eq!(counters.prefill_pauses.load(Ordering::Relaxed), 2);
     drop(g);
     let b = fake.prefills[0].0;
     assert_eq!(
         fake.timeline[..3].join(" "),
         format!("p{b}:0..2 p{b}:2..4 p{b}:4..5")
     );
+    assert_eq!(fake.stats.prompt_tokens.get(), 5);
+}
+
+#[test]
+fn a_short_prompt_that_arrives_during_a_long_one_is_evaluated_first() {
+    let mut fake = Fake::new(2, &[(2, &[2, 2]), (5, &[5; 6])]);
+    fake.n_ubatch = 2;
+    let mut g = generator(&mut fake);
+    let (long, r_long) = job(&[2, 4, 4, 4, 4, 4, 4, 4, 4], 2, &[]);
+    g.submit(long);
+    g.step();
+    let (short, r_short) = job(&[5, 4], 6, &[]);
+    g.submit(short);
+    g.run_until_idle();
+    assert_eq!(
+        (r_long.text().as_str(), r_short.text().as_str()),
+        ("bb", "cccccc")
+    );
+    drop(g);
+    // The short prompt (one ubatch left) goes before the long one's seven tokens left; once
+    // it ends, the long one goes on in the same step, and the short one's reply decodes
+    // between the long prompt's ubatches.
+    let (l, sh) = (fake.prefills[1].0, fake.prefills[0].0);
+    assert_eq!(
+        fake.prefills[0].1.evaluated, 2,
+        "the short one finished first"
+    );
+    assert_eq!(
+        fake.timeline[..6].join(" "),
+        format!("p{l}:0..2 p{sh}:0..2 p{l}:2..4 d{sh} p{l}:4..6 d{sh}")
+    );
+}
+
+#[test]
+fn a_turn_sent_with_its_warm_up_waits_for_the_warm_up_and_takes_its_slot() {
+    let mut fake = Fake::new(2, &[(2, &[2, 2])]);
+    fake.n_ubatch = 2;
+    let mut g = generator(&mut fake);
+    let (warm, warm_rec) = job(&[2, 4, 4, 4, 4, 4], 0, &[]);
+    let (turn, turn_rec) = job(&[2, 4, 4, 4, 4, 4, 6, 6], 2, &[]);
+    g.submit(warm);
+    g.submit(turn);
+    g.run_until_idle();
+    assert_eq!(warm_rec.done(), Some((FinishReason::Length, 0)));
+    assert_eq!(turn_rec.text(), "bb");
+    let started = turn_rec
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|e| match e {
+            Event::Started { cached_tokens, .. } => Some(*cached_tokens),
+            _ => None,
+        });
+    // A free slot shares nothing with it: the turn waited for the warm-up's slot.
+    assert_eq!(started, Some(6));
+    let p = &g.backend().prefills;
+    assert_eq!(p[0].0, p[1].0);
 }
 
 #[test]
