@@ -420,7 +420,6 @@ fn generate_chat_closes_the_block_at_its_budget() {
 /// the answer follows. A finished reply matches nothing, and an unknown action is a 400.
 #[test]
 fn a_client_ends_the_reasoning_of_a_running_reply() {
-    use std::io::BufRead;
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let (_, _, server) = thinking_mini(dir.path(), &[]);
@@ -434,15 +433,7 @@ fn a_client_ends_the_reasoning_of_a_running_reply() {
         .into_reader();
     let (mut id, mut reasoning, mut content, mut counted) =
         (None, String::new(), String::new(), None);
-    for line in std::io::BufReader::new(reader).lines() {
-        let line = line.unwrap();
-        let Some(data) = line.strip_prefix("data: ") else {
-            continue;
-        };
-        if data == "[DONE]" {
-            break;
-        }
-        let e: Value = serde_json::from_str(data).unwrap();
+    each_sse_event(reader, |e| {
         if let Some(u) = e["usage"]["completion_tokens_details"]["reasoning_tokens"].as_u64() {
             counted = Some(u);
         }
@@ -465,7 +456,7 @@ fn a_client_ends_the_reasoning_of_a_running_reply() {
         if let Some(t) = d["content"].as_str() {
             content.push_str(t);
         }
-    }
+    });
     let counted = counted.expect("a usage chunk");
     assert!(
         counted > 0 && counted < n as u64 / 2,

@@ -613,15 +613,7 @@ fn a_long_prompt_beside_a_reply_pauses_for_it_and_answers_as_alone() {
                 .send_json(reply)
                 .unwrap();
             let mut tokens = 0;
-            for line in BufReader::new(r.into_reader()).lines() {
-                let line = line.unwrap();
-                let Some(data) = line.strip_prefix("data: ") else {
-                    continue;
-                };
-                if data == "[DONE]" {
-                    break;
-                }
-                let e: Value = serde_json::from_str(data).unwrap();
+            each_sse_event(r.into_reader(), |e| {
                 if e["choices"][0]["text"]
                     .as_str()
                     .is_some_and(|t| !t.is_empty())
@@ -631,7 +623,7 @@ fn a_long_prompt_beside_a_reply_pauses_for_it_and_answers_as_alone() {
                         first_token.send(()).unwrap();
                     }
                 }
-            }
+            });
             tokens
         });
         started.recv_timeout(Duration::from_secs(60)).unwrap();

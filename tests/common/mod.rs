@@ -193,6 +193,21 @@ pub fn sse_events(reader: impl Read) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Each event of a live SSE stream as it arrives (the JSON of a `data:` line), until
+/// `[DONE]` or the stream's end: for a test that acts while the stream runs.
+pub fn each_sse_event(reader: impl Read, mut each: impl FnMut(serde_json::Value)) {
+    for line in BufReader::new(reader).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            break;
+        }
+        each(serde_json::from_str(data).unwrap());
+    }
+}
+
 /// The synthetic Qwen3 template with the generation prompt of Qwen3.5 and later templates:
 /// the prompt opens the `<think>` block, so the reply starts inside it.
 pub fn template_opening_the_block(dir: &Path) -> PathBuf {

@@ -305,6 +305,14 @@ impl Recorder {
             .collect()
     }
 
+    /// The prompt tokens its `Started` event said were cached.
+    fn cached_tokens(&self) -> Option<usize> {
+        self.events.lock().unwrap().iter().find_map(|e| match e {
+            Event::Started { cached_tokens, .. } => Some(*cached_tokens),
+            _ => None,
+        })
+    }
+
     fn reasoning_tokens(&self) -> Option<usize> {
         self.events.lock().unwrap().iter().find_map(|e| match e {
             Event::Done {
@@ -598,11 +606,7 @@ fn a_long_prompt_pauses_after_each_ubatch_for_a_decode_step_of_the_running_reply
     assert_eq!(evaluated, [0, 2, 4, 6, 8, 9]);
     assert!(progress.iter().all(|p| p.cached == 0 && p.to_evaluate == 9));
     // The job counts as one prefill of nine tokens, none reused.
-    let started = rb.events.lock().unwrap().iter().find_map(|e| match e {
-        Event::Started { cached_tokens, .. } => Some(*cached_tokens),
-        _ => None,
-    });
-    assert_eq!(started, Some(0));
+    assert_eq!(rb.cached_tokens(), Some(0));
     // Its last call kept what the pauses had evaluated.
     let last = fake.prefills[1].1;
     assert_eq!((last.reused, last.evaluated), (8, 1));
@@ -686,17 +690,8 @@ fn a_turn_sent_with_its_warm_up_waits_for_the_warm_up_and_takes_its_slot() {
     g.run_until_idle();
     assert_eq!(warm_rec.done(), Some((FinishReason::Length, 0)));
     assert_eq!(turn_rec.text(), "bb");
-    let started = turn_rec
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .find_map(|e| match e {
-            Event::Started { cached_tokens, .. } => Some(*cached_tokens),
-            _ => None,
-        });
     // A free slot shares nothing with it: the turn waited for the warm-up's slot.
-    assert_eq!(started, Some(6));
+    assert_eq!(turn_rec.cached_tokens(), Some(6));
     let p = &g.backend().prefills;
     assert_eq!(p[0].0, p[1].0);
 }
