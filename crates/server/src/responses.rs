@@ -553,7 +553,8 @@ struct ResponseMeta {
     /// its output items to `conversation` once it is done.
     input: Vec<Value>,
     /// The conversation before the request when it continues a response its WebSocket
-    /// remembers and the store does not hold ([`unstored_before`]).
+    /// remembers and the store does not hold, and its own response is to be stored
+    /// ([`unstored_before`]).
     unstored_before: Option<Vec<Value>>,
     store: bool,
     conversation: Option<String>,
@@ -881,7 +882,7 @@ pub(crate) async fn answer(
         instructions: req.instructions.clone(),
         truncation: req.truncation,
         state: state.clone(),
-        unstored_before: unstored_before(&state, &req),
+        unstored_before: keep.then(|| unstored_before(&state, &req)).flatten(),
         input: own,
         store: keep,
         conversation,
@@ -1079,6 +1080,7 @@ fn foreground_meta(
     req: &ResponsesRequest,
     input: Vec<Value>,
 ) -> Result<ResponseMeta> {
+    let store = req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled());
     Ok(ResponseMeta {
         custom_tools: Vec::new(),
         id: new_id("resp"),
@@ -1088,9 +1090,9 @@ fn foreground_meta(
         previous_response_id: req.previous_response_id.clone(),
         instructions: req.instructions.clone(),
         truncation: req.truncation,
-        store: req.store.unwrap_or(true) && state.responses.lock().is_ok_and(|s| s.enabled()),
+        store,
         conversation: conversation_id(req)?,
-        unstored_before: unstored_before(state, req),
+        unstored_before: store.then(|| unstored_before(state, req)).flatten(),
         state: state.clone(),
         input,
         request: None,
