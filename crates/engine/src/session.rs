@@ -140,9 +140,10 @@ impl<'e> Session<'e> {
 
     /// Stop the batch in flight, between two graph nodes, once `flag` is set (a server's
     /// shutdown); the batch then fails with [`EngineError::ShuttingDown`]. Without it a
-    /// shutdown waits for the core's step in flight, and a prompt's prefill is one step: a
-    /// cold 2,000-token prompt at a small budget takes minutes, longer than a container's
-    /// stop timeout.
+    /// shutdown waits for the core's step in flight, which evaluates a prompt's ubatch (the
+    /// whole prompt where a prefill cannot pause): a cold ubatch of 1,024 tokens at a small
+    /// budget takes a minute, a whole prompt minutes, longer than a container's stop
+    /// timeout.
     pub fn abort_when(&mut self, flag: Arc<AtomicBool>) {
         self.hooked.abort_when(flag);
     }
