@@ -20,7 +20,7 @@ import http.client
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 from epmlib import (add_build_args, build_labels, disk_read_mb_s, drop_cache, machine,  # noqa: E402
-                    start_server, write_report)
+                    sse_json, start_server, write_report)
 
 REPLY_PROMPT = "Tell me a long story about a river, a mill and the town around them."
 SHORT_PROMPT = "Name three colours."
@@ -36,11 +36,7 @@ def stream_completion(port, body, on_token):
     if r.status != 200:
         raise SystemExit(f"completion failed: {r.status} {r.read()[:300]!r}")
     text, usage = [], None
-    for raw in r:
-        line = raw.decode().strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        e = json.loads(line[6:])
+    for e in sse_json(r):
         if e.get("usage"):
             usage = e["usage"]
         for ch in e.get("choices", []):

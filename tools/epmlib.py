@@ -8,7 +8,8 @@
 - `stats_decode(s)`, `stats_total_misses(s)`, `ab_row_ok(row)`: reading stats snapshots
   (schema 2, and schema 1 of older reports) and `epm-run ab` rows.
 - `start_server(cmd)`: start `epm-run serve ... --port 0` and wait, bounded, until it answers;
-  `request_json(port, method, path, body)`: one JSON request to it, `(status, JSON)`.
+  `request_json(port, method, path, body)`: one JSON request to it, `(status, JSON)`;
+  `sse_json(resp)`: the events of a streamed response as they arrive.
 - `read_trace(path)`: the one Python reader of routing traces (format in the README,
   "Routing trace"); prefer `epm-run sim` for replays.
 """
@@ -277,6 +278,17 @@ def start_server(cmd, timeout_s=600):
         time.sleep(0.1)
     proc.terminate()
     raise SystemExit(f"the server was not ready within {timeout_s} s; its log: {log_path}")
+
+
+def sse_json(resp):
+    """The JSON of each `data:` event of a streamed HTTP response, as it arrives, up to
+    `[DONE]`."""
+    for raw in resp:
+        line = raw.decode().strip()
+        if line == "data: [DONE]":
+            return
+        if line.startswith("data: "):
+            yield json.loads(line[6:])
 
 
 def request_json(port, method, path, body=None, timeout=300):

@@ -177,10 +177,10 @@ impl<'e> Session<'e> {
     /// `n_ubatch`; `n_batch` tokens at a time otherwise (llama.cpp then splits each as
     /// upstream does, and nothing is reused).
     fn prefill_pieces(&self, prompt: &[i32], start: usize) -> Vec<std::ops::Range<usize>> {
-        let (n_batch, n_ubatch) = (self.opts.n_batch.max(1), self.opts.n_ubatch.max(1));
-        if n_batch % n_ubatch == 0 {
+        if self.prefills_in_split_ubatches() {
             return self.split.ubatches_from(prompt, start);
         }
+        let n_batch = self.opts.n_batch.max(1);
         (start..prompt.len())
             .step_by(n_batch as usize)
             .map(|a| a..(a + n_batch as usize).min(prompt.len()))
@@ -365,10 +365,10 @@ impl<'e> Session<'e> {
         })
     }
 
-    /// Whether a prefill stopped on a ubatch boundary keeps all it evaluated when asked
-    /// again: when prompts are handed to llama.cpp in the split's ubatches (`n_batch` a
-    /// multiple of `n_ubatch`), the only case in which anything is reused.
-    pub fn can_pause_prefill(&self) -> bool {
+    /// Whether prompts are handed to llama.cpp in the split's ubatches (`n_batch` a
+    /// multiple of `n_ubatch`): the only case in which anything is reused, so also whether a
+    /// prefill stopped on a ubatch boundary keeps all it evaluated when asked again.
+    pub fn prefills_in_split_ubatches(&self) -> bool {
         self.opts.n_batch.max(1) % self.opts.n_ubatch.max(1) == 0
     }
 

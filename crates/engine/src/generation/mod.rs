@@ -149,7 +149,7 @@ impl Backend for Session<'_> {
         self.prefill_reusing(seq, cache, prompt, progress, gone)
     }
     fn can_pause_prefill(&self) -> bool {
-        Session::can_pause_prefill(self)
+        self.prefills_in_split_ubatches()
     }
     fn reusable_prefix(&self, cache: &SeqCache, prompt: &[i32]) -> usize {
         Session::reusable_prefix(self, cache, prompt)
@@ -1053,10 +1053,8 @@ impl<'b, B: Backend> Generator<'b, B> {
         // The probe may hold a sender of the job's events: the receiver must see them end.
         drop(gone);
         stats.prefill_us.add(started.elapsed().as_micros() as u64);
-        p.evaluated += match &filled {
-            Ok(f) => f.evaluated,
-            Err(_) => evaluated_now,
-        };
+        // The last progress of a call, ended or stopped, says how far it evaluated.
+        p.evaluated += evaluated_now;
         match filled {
             Err(EngineError::Cancelled) if pausing && !p.job.events.is_closed() => None,
             done => Some(done),
